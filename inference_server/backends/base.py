@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The backend interface every model family plugs into, and the registry of model names.
+
+A backend turns one decoded RGB photo into the canonical maps (docs/maps_format.md) as a dict of
+numpy arrays keyed exactly like the maps file. The server core owns HTTP, concurrency,
+progress and cancellation; a backend only reports progress and checks the cancel token.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+# Canonical output tensors: name -> (v2 datatype, shape with -1 for variable dims).
+# `pointmap` is optional (Sapiens2 only); every other key is always present.
+MAP_OUTPUTS: dict[str, tuple[str, list[int]]] = {
+    "image": ("UINT8", [-1, -1, 3]),
+    "mask": ("UINT8", [-1, -1]),
+    "parts": ("UINT8", [-1, -1]),
+    "part_names": ("BYTES", [-1]),
+    "normal": ("FP32", [-1, -1, 3]),
+    "depth": ("FP32", [-1, -1]),
+    "pointmap": ("FP32", [-1, -1, 3]),
+    "metric": ("BOOL", [1]),
+    "intrinsics": ("FP32", [3, 3]),
+    "keypoints": ("FP32", [-1, 308, 3]),
+    "source": ("BYTES", [1]),
+}
+OPTIONAL_OUTPUTS = frozenset({"pointmap"})
+
+
+class Cancelled(Exception):
+    """Raised inside a backend when its request was cancelled; the server answers 499."""
+
+
+class BackendError(Exception):
+    """A failure with a message meant for the user (missing weights, out of memory, ...).
+
+    ``status`` is the HTTP status the server should answer with.
+    """
+
+    def __init__(self, message: str, status: int = 500):
+        super().__init__(message)
+        self.status = status
+
+
+class CancelToken:
+    """Set by the server when the client cancels; backends poll it between stages."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise Cancelled("request cancelled")
+
+
+# progress(stage, fraction in [0,1] or None if unknown, human-readable message)
+ProgressFn = Callable[[str, "float | None", str], None]
+
+
+def no_progress(stage: str, fraction: float | None, message: str = "") -> None:
+    return None
+
+
+@dataclass
+class AnalyzeOptions:
+    """Per-request options (v2 request `parameters`)."""
+
+    tasks: tuple[str, ...] = ("seg", "normal", "depth", "pose")
+    max_side: int = 1024  # the maps' long side; the photo is resized to fit (never upscaled)
+    flip_test: bool = False
+
+
+class Backend(ABC):
+    """One servable model (a v2 model name). Load lazily, unload on request."""
+
+    #: v2 model name, e.g. "sapiens2-0.4b", "sapiens-1b", "mediapipe"
+    name: str = ""
+    #: v2 "platform" string in model metadata
+    platform: str = "sapiens_blender"
+    #: v2 version string
+    version: str = "1"
+
+    @abstractmethod
+    def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
+        """Make the model ready (download/locate weights, build, move to device). Idempotent."""
+
+    @abstractmethod
+    def unload(self) -> None:
+        """Free the model's memory (GPU included). Idempotent."""
+
+    @property
+    @abstractmethod
+    def loaded(self) -> bool: ...
+
+    @abstractmethod
+    def analyze(
+        self,
+        image: np.ndarray,
+        options: AnalyzeOptions,
+        progress: ProgressFn = no_progress,
+        cancel: CancelToken | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Canonical maps for one uint8 RGB [H,W,3] photo, keys as in MAP_OUTPUTS."""
+
+    def describe(self) -> dict:
+        """Extra, human-readable facts for model metadata (device, precision, weights)."""
+        return {}
+
+
+BackendFactory = Callable[[], Backend]
+_REGISTRY: dict[str, BackendFactory] = {}
+
+
+def register(name: str, factory: BackendFactory) -> None:
+    """Make ``name`` servable; the factory is called once, on first use (nothing loads here)."""
+    _REGISTRY[name] = factory
+
+
+def registered_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def create(name: str) -> Backend:
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise KeyError(name) from None
+    return factory()
