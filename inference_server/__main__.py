@@ -1,0 +1,231 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""`python -m inference_server`: arguments, token, socket, ready line, watchdog, clean exit.
+
+stdout carries exactly one line, the JSON ready line; everything else (ours, uvicorn's, a
+backend's native libraries') is routed to stderr and the log file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from . import __version__
+
+log = logging.getLogger("inference_server")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m inference_server",
+                                description="sapiens_blender inference server (Open Inference Protocol v2)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="port; 0 = a free one (see the ready line)")
+    p.add_argument("--token-file", help="file holding the bearer token, readable by its owner only "
+                                        "(default: environment variable SAPIENS_TOKEN)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow binding a non-loopback address (the token still guards)")
+    p.add_argument("--allowed-host", action="append", default=[],
+                   help="extra Host header name accepted with --allow-remote (repeatable)")
+    p.add_argument("--max-body-bytes", type=int, default=256 * 1024 * 1024)
+    p.add_argument("--max-image-pixels", type=int, default=8192 * 8192)
+    p.add_argument("--max-concurrency", type=int, default=1, help="inferences running at once")
+    p.add_argument("--max-queue", type=int, default=8, help="inferences waiting; more get 503")
+    p.add_argument("--no-autoload", action="store_true",
+                   help="answer 409 for unloaded models instead of loading them on first infer")
+    p.add_argument("--enable-echo", action="store_true", help="serve the 'echo' diagnostic model")
+    p.add_argument("--backend-module", action="append", default=[],
+                   help="import this module to register extra backends (repeatable)")
+    p.add_argument("--parent-pid", type=int, help="exit when this process dies")
+    p.add_argument("--log-file", help="log file (default <tempdir>/sapiens_blender/server-<pid>.log)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p.parse_args(argv)
+
+
+def _setup_logging(args) -> Path:
+    if args.log_file:
+        path = Path(args.log_file)
+    else:
+        folder = Path(tempfile.gettempdir()) / "sapiens_blender"
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = folder / f"server-{os.getpid()}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handlers = [logging.StreamHandler(sys.stderr), logging.FileHandler(path, encoding="utf-8")]
+    root = logging.getLogger()
+    root.setLevel(args.log_level.upper())
+    for h in handlers:
+        h.setFormatter(fmt)
+        root.addHandler(h)
+    return path
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _read_token(args) -> str:
+    from .security import read_token_file
+
+    if args.token_file:
+        return read_token_file(args.token_file)
+    token = os.environ.get("SAPIENS_TOKEN", "").strip()
+    if not token:
+        raise ValueError("no token: set SAPIENS_TOKEN or pass --token-file (a file only you can "
+                         "read); the server refuses to run unauthenticated")
+    return token
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    if os.name == "posix":  # on Windows SO_REUSEADDR would let another process steal the port
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie counts as dead)."""
+    if os.name == "nt":
+        import ctypes
+
+        kernel32 = ctypes.windll.kernel32
+        handle = kernel32.OpenProcess(0x00100000, False, pid)  # SYNCHRONIZE
+        if not handle:
+            return False
+        try:
+            return kernel32.WaitForSingleObject(handle, 0) == 0x102  # WAIT_TIMEOUT: still running
+        finally:
+            kernel32.CloseHandle(handle)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError, IndexError):  # Linux: zombies still answer kill(0)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def _watch_parent(pid: int, on_death) -> None:
+    def loop():
+        while process_alive(pid):
+            time.sleep(0.5)
+        log.warning("parent process %d is gone; shutting down", pid)
+        on_death()
+
+    threading.Thread(target=loop, name="parent-watchdog", daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # The ready line gets the real stdout; fd 1 itself now points at stderr, so stray prints
+    # (ours or a native library's) can never corrupt the launcher's protocol.
+    ready_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    log_path = _setup_logging(args)
+    log.info("sapiens_blender inference server %s, log file %s", __version__, log_path)
+    try:
+        token = _read_token(args)
+        if not _is_loopback(args.host) and not args.allow_remote:
+            raise ValueError(f"--host {args.host} is not a loopback address; serving the network "
+                             f"needs --allow-remote (and the token)")
+        sock = _bind(args.host, args.port)
+    except (OSError, ValueError) as exc:
+        log.error("cannot start: %s", exc)
+        return 2
+
+    import uvicorn
+
+    from .app import ServerConfig, create_app
+    from .backends import catalog
+
+    try:
+        found = catalog.register_builtin()
+        catalog.import_extra(args.backend_module)
+    except Exception as exc:
+        log.exception("cannot start: a backend module failed to import: %s", exc)
+        return 1
+    log.info("backend modules: %s", ", ".join(found + args.backend_module) or "none")
+    port = sock.getsockname()[1]
+    config = ServerConfig(
+        token=token, port=port, max_body_bytes=args.max_body_bytes,
+        max_image_pixels=args.max_image_pixels, max_concurrency=args.max_concurrency,
+        max_queue=args.max_queue, autoload=not args.no_autoload, enable_echo=args.enable_echo,
+        any_host=args.allow_remote and not args.allowed_host and not _is_loopback(args.host),
+        extra_hosts=[args.host, *args.allowed_host] if args.allow_remote else [])
+    asgi, jobs = create_app(config)
+    server = _Server(uvicorn.Config(asgi, log_config=None, lifespan="off", access_log=False,
+                                    timeout_graceful_shutdown=10), jobs.shutdown)
+    if args.parent_pid:
+        _watch_parent(args.parent_pid, server.request_exit)
+    ready = {"host": args.host, "port": port, "pid": os.getpid(), "version": __version__}
+    asyncio.run(_serve(server, sock, ready, ready_out))
+    log.info("server stopped")
+    return 0
+
+
+async def _serve(server, sock, ready: dict, out) -> None:
+    async def announce():
+        while not server.started and not server.should_exit:
+            await asyncio.sleep(0.01)
+        if server.started:
+            out.write(json.dumps(ready) + "\n")
+            out.flush()
+            log.info("serving on http://%s:%d", ready["host"], ready["port"])
+
+    task = asyncio.create_task(announce())
+    await server.serve(sockets=[sock])
+    task.cancel()
+
+
+def _server_class():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn re-raises the signal after a graceful stop (exit code -15); we exit 0."""
+
+        def __init__(self, config, on_exit):
+            super().__init__(config)
+            self._on_exit = on_exit
+
+        def request_exit(self) -> None:
+            self._on_exit()
+            self.should_exit = True
+
+        def handle_exit(self, sig, frame) -> None:
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            self.request_exit()
+
+    return Server
+
+
+def _Server(config, on_exit):
+    return _server_class()(config, on_exit)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The v2 HTTP routes (FastAPI). Guards live in security.py, work in infer.py/jobs.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+
+from . import __version__
+from .backends import base
+from .backends.base import BackendError, Cancelled
+from .infer import prepare_echo, prepare_maps
+from .jobs import FINISHED, JobIdInUse, JobManager, QueueFull, ShuttingDown
+from .models import ECHO, ModelSlot, NotLoaded, model_metadata
+from .processing.image_io import DEFAULT_MAX_PIXELS, ImageError
+from .protocol import DATATYPES, ProtocolError, parse_infer_request
+from .security import BodyTooLarge, GuardMiddleware, allowed_hosts
+
+log = logging.getLogger("inference_server")
+EXTENSIONS = ["binary_tensor_data", "model_repository", "parameters", "sapiens_jobs"]
+
+
+@dataclass
+class ServerConfig:
+    token: str
+    port: int = 0
+    max_body_bytes: int = 256 * 1024 * 1024
+    max_image_pixels: int = DEFAULT_MAX_PIXELS
+    max_concurrency: int = 1
+    max_queue: int = 8
+    autoload: bool = True
+    enable_echo: bool = False
+    any_host: bool = False  # --allow-remote without --allowed-host
+    extra_hosts: list[str] = field(default_factory=list)
+
+
+def error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+# Exception -> (status, message): one place decides what every failure looks like on the wire.
+def _error_for(exc: Exception) -> JSONResponse:
+    if isinstance(exc, (ProtocolError, ImageError, BackendError)):
+        return error(exc.status, str(exc))
+    if isinstance(exc, Cancelled):
+        return error(499, str(exc) or "request cancelled")
+    if isinstance(exc, (NotLoaded, JobIdInUse)):
+        return error(409, str(exc))
+    if isinstance(exc, QueueFull):
+        return error(503, str(exc), {"Retry-After": str(exc.retry_after)})
+    if isinstance(exc, ShuttingDown):
+        return error(503, str(exc))
+    if isinstance(exc, BodyTooLarge):
+        return error(413, str(exc))
+    if isinstance(exc, StarletteHTTPException):
+        return error(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+    log.exception("unexpected server error")
+    return error(500, f"server error: {type(exc).__name__}: {exc}")
+
+
+INFER_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {
+        "type": "object", "required": ["inputs"],
+        "properties": {
+            "id": {"type": "string"},
+            "parameters": {"type": "object"},
+            "inputs": {"type": "array", "items": {
+                "type": "object", "required": ["name", "datatype", "shape"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "datatype": {"type": "string", "enum": list(DATATYPES)},
+                    "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                    "parameters": {"type": "object"},
+                    "data": {"type": "array"}}}},
+            "outputs": {"type": "array", "items": {
+                "type": "object", "required": ["name"],
+                "properties": {"name": {"type": "string"}, "parameters": {"type": "object"}}}}}}},
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}
+
+
+def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
+    """The ASGI app (guards around FastAPI) and its job manager."""
+    jobs = JobManager(config.max_concurrency, config.max_queue)
+    slots: dict[str, ModelSlot] = {}
+    app = FastAPI(title="sapiens_blender inference server (Open Inference Protocol v2)",
+                  version=__version__, docs_url=None, redoc_url=None)
+    app.state.jobs = jobs
+
+    for exc_type in (Exception, StarletteHTTPException, BodyTooLarge, ProtocolError, ImageError):
+        app.add_exception_handler(exc_type, lambda request, exc: _error_for(exc))
+
+    def names() -> list[str]:
+        return sorted({*base.registered_names(), *([ECHO] if config.enable_echo else [])})
+
+    def slot_for(name: str, version: str | None) -> ModelSlot | None:
+        """The slot of a model (None for echo); 404 for unknown names or versions."""
+        if name == ECHO and config.enable_echo:
+            slot = None
+        elif name in base.registered_names():
+            slot = slots.setdefault(name, ModelSlot(name))
+        else:
+            raise StarletteHTTPException(404, f"unknown model {name!r}; available: {names()}")
+        if version is not None and version != (slot.version if slot else "1"):
+            raise StarletteHTTPException(404, f"model {name!r} has no version {version!r}")
+        return slot
+
+    @app.get("/v2/health/live")
+    async def live():
+        return {"live": True}
+
+    @app.get("/v2/health/ready")
+    async def ready():
+        if jobs.shutting_down:
+            return JSONResponse({"ready": False, "error": "shutting down"}, status_code=503)
+        return {"ready": True}
+
+    @app.get("/v2")
+    async def server_metadata():
+        return {"name": "sapiens_blender", "version": __version__, "extensions": EXTENSIONS}
+
+    @app.get("/v2/models/{name}")
+    @app.get("/v2/models/{name}/versions/{version}")
+    async def metadata(name: str, version: str | None = None):
+        return model_metadata(name, slot_for(name, version))
+
+    @app.get("/v2/models/{name}/ready")
+    @app.get("/v2/models/{name}/versions/{version}/ready")
+    async def model_ready(name: str, version: str | None = None):
+        slot = slot_for(name, version)
+        if slot is None or slot.loaded:
+            return {"name": name, "ready": True}
+        return JSONResponse({"name": name, "ready": False,
+                             "error": f"model {name!r} is not loaded"}, status_code=503)
+
+    @app.post("/v2/models/{name}/infer", openapi_extra=INFER_BODY)
+    @app.post("/v2/models/{name}/versions/{version}/infer", openapi_extra=INFER_BODY)
+    async def infer(name: str, request: Request, version: str | None = None):
+        slot = slot_for(name, version)
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            log.info("client went away while uploading a request for %s", name)
+            return Response(status_code=400)
+        raw_length = request.headers.get("inference-header-content-length")
+        try:
+            header_length = None if raw_length is None else int(raw_length)
+        except ValueError:
+            raise ProtocolError(f"Inference-Header-Content-Length {raw_length!r} is not an integer")
+        req = await run_in_threadpool(parse_infer_request, body, header_length)
+        del body
+        if slot is None:
+            work = prepare_echo(req)
+        else:
+            work = prepare_maps(req, slot, max_pixels=config.max_image_pixels,
+                                autoload=config.autoload)
+        job = jobs.admit(req.id, "infer", name)
+        try:
+            payload, json_length = await jobs.run(job, work)
+        except Exception as exc:
+            return _error_for(exc)
+        if json_length is None:
+            return Response(payload, media_type="application/json")
+        return Response(payload, media_type="application/octet-stream",
+                        headers={"Inference-Header-Content-Length": str(json_length)})
+
+    @app.post("/v2/repository/index")
+    async def repository_index():
+        out = []
+        for name in names():
+            slot = slot_for(name, None)
+            state, reason = ("READY", "") if slot is None else slot.state()
+            out.append({"name": name, "version": "1" if slot is None else slot.version,
+                        "state": state, "reason": reason})
+        return out
+
+    async def _json_body(request: Request) -> dict:
+        raw = await request.body()
+        if not raw.strip():
+            return {}
+        try:
+            parsed = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ProtocolError(f"body is not valid JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise ProtocolError("the JSON body must be an object")
+        return parsed
+
+    @app.post("/v2/repository/models/{name}/load")
+    async def load(name: str, request: Request):
+        slot = slot_for(name, None)
+        params = (await _json_body(request)).get("parameters") or {}
+        job_id = params.get("job_id") if isinstance(params, dict) else None
+        if job_id is not None and not isinstance(job_id, str):
+            raise ProtocolError("parameters.job_id must be a string")
+        if slot is None:
+            return {}
+        job = jobs.admit(job_id or f"load:{name}", "load", name)
+        try:
+            await jobs.run(job, lambda j: slot.load(j.report, j.token))
+        except Exception as exc:
+            return _error_for(exc)
+        return {}
+
+    @app.post("/v2/repository/models/{name}/unload")
+    async def unload(name: str):
+        slot = slot_for(name, None)
+        if slot is not None:
+            await run_in_threadpool(slot.unload)
+        return {}
+
+    def job_or_404(job_id: str):
+        job = jobs.get(job_id)
+        if job is None:
+            raise StarletteHTTPException(404, f"no job {job_id!r} (finished jobs are kept 10 min)")
+        return job
+
+    @app.get("/v2/jobs")
+    async def list_jobs():
+        return {"jobs": [j.to_json() for j in jobs.list()]}
+
+    @app.get("/v2/jobs/{job_id}")
+    async def get_job(job_id: str):
+        return job_or_404(job_id).to_json()
+
+    @app.post("/v2/jobs/{job_id}/cancel", status_code=202)
+    async def cancel_job(job_id: str):
+        job_or_404(job_id)
+        job = jobs.cancel(job_id)
+        return {"id": job_id, "state": job.state}
+
+    @app.get("/v2/jobs/{job_id}/events")
+    async def job_events(job_id: str):
+        job = job_or_404(job_id)
+
+        async def stream():
+            seen = -1
+            while True:
+                if job.revision != seen:
+                    seen = job.revision
+                    snapshot = job.to_json()
+                    yield f"data: {json.dumps(snapshot)}\n\n"
+                    if snapshot["state"] in FINISHED:
+                        return
+                await asyncio.sleep(0.05)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
+
+    hosts = None if config.any_host else allowed_hosts(config.port, config.extra_hosts)
+    return GuardMiddleware(app, config.token, hosts, config.max_body_bytes), jobs
