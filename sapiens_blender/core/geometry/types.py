@@ -27,6 +27,10 @@ def camera_to_blender(xyz: np.ndarray) -> np.ndarray:
     return out
 
 
+class GeometryError(ValueError):
+    """The maps cannot give the requested geometry (unknown person, no depth, ...). Says why."""
+
+
 @dataclass
 class SurfaceMesh:
     """A triangle mesh of one person's visible surface, in the camera frame.
@@ -63,3 +67,9 @@ class Skeleton:
     rolls: np.ndarray  # float64 [B], radians, Blender edit-bone roll in world space
     estimated: np.ndarray  # bool [B], the bone rests on a filled-in joint
     person_id: int = 1
+    # Blender world direction each bone's local Z axis points to (what ``rolls`` encodes); usable
+    # with ``EditBone.align_roll``. None when not computed.
+    z_axes: np.ndarray | None = None  # float64 [B,3]
+
+    def index(self, name: str) -> int:
+        return self.names.index(name)

@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Visible-surface mesh of one person from the canonical maps (numpy only).
+
+One vertex per masked pixel on a grid of the chosen stride; each 2x2 block of grid pixels gives
+two triangles split along the diagonal with the smaller depth difference (fewer slivers on
+creases). A triangle is dropped when one of its edges jumps in depth by more than ``max_jump``
+pixel footprints (Z * stride / f, x sqrt(2) on diagonals): that is a depth discontinuity (an arm
+in front of the torso), not a surface. Vertices are unprojected from the pixel centre through the
+intrinsics, so every vertex falls exactly on the pixel it came from.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..maps import Maps
+from .components import face_components
+from .parts import face_parts_from_grid, vertex_parts_from_faces
+from .types import GeometryError, SurfaceMesh
+
+DEFAULT_MAX_JUMP = 6.0  # footprints; a 80 deg slope is 5.7 footprints, so real surfaces pass
+
+
+def person_depth(maps: Maps, person_id: int) -> np.ndarray:
+    """Camera-frame Z [H,W] of the person's pixels (NaN elsewhere); pointmap Z when present."""
+    if person_id not in maps.person_ids:
+        raise GeometryError(f"person {person_id} is not in the mask (people: {maps.person_ids})")
+    z = maps.depth
+    if maps.pointmap is not None:
+        pz = maps.pointmap[..., 2]
+        z = np.where(np.isfinite(pz), pz, z)
+    z = np.where((maps.mask == person_id) & np.isfinite(z) & (z > 0), z, np.nan)
+    return z.astype(np.float32)
+
+
+def unproject(rows: np.ndarray, cols: np.ndarray, z: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
+    """Camera-frame XYZ [N,3] of pixel centres (row, col) at Z depth (float64)."""
+    k = np.asarray(intrinsics, np.float64)
+    z = np.asarray(z, np.float64)
+    x = (np.asarray(cols, np.float64) + 0.5 - k[0, 2]) * z / k[0, 0]
+    y = (np.asarray(rows, np.float64) + 0.5 - k[1, 2]) * z / k[1, 1]
+    return np.stack([x, y, z], axis=-1)
+
+
+def reproject(points_cam: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
+    """Pixel coordinates [...,2] (x, y; pixel centres at +0.5) of camera-frame points [...,3]."""
+    p = np.asarray(points_cam, np.float64)
+    k = np.asarray(intrinsics, np.float64)
+    z = p[..., 2]
+    return np.stack([k[0, 0] * p[..., 0] / z + k[0, 2], k[1, 1] * p[..., 1] / z + k[1, 2]], axis=-1)
+
+
+def build_surface_mesh(
+    maps: Maps,
+    person_id: int,
+    stride: int = 1,
+    max_jump: float = DEFAULT_MAX_JUMP,
+    min_island: int | None = None,
+) -> SurfaceMesh:
+    """Triangle mesh of the person's visible surface, camera frame, metres.
+
+    ``min_island``: connected pieces with fewer vertices are removed (default: 0.2 % of the
+    person's vertices, at least 10). ``mesh.report`` says what was dropped.
+    """
+    if stride < 1:
+        raise GeometryError(f"stride must be >= 1, got {stride}")
+    z_full = person_depth(maps, person_id)
+    rows = np.arange(0, maps.height, stride)
+    cols = np.arange(0, maps.width, stride)
+    z = z_full[rows[:, None], cols[None, :]]
+    valid = np.isfinite(z)
+    n_valid = int(valid.sum())
+    if n_valid < 3:
+        raise GeometryError(f"person {person_id} has no usable depth (only {n_valid} pixels at stride {stride})")
+    gh, gw = z.shape
+    idx = np.full((gh, gw), -1, np.int64)
+    idx[valid] = np.arange(n_valid)
+
+    tri, quad_of_tri, n_jump = _grid_triangles(idx, z, maps.intrinsics, stride, max_jump)
+    # Keep only referenced vertices, then drop small islands.
+    used = np.zeros(n_valid, bool)
+    used[tri.ravel()] = True
+    labels = face_components(n_valid, tri)
+    sizes = np.bincount(labels[used], minlength=n_valid)
+    if min_island is None:
+        min_island = max(10, int(0.002 * n_valid))
+    small = sizes[labels] < min_island
+    keep_face = ~small[tri[:, 0]]
+    islands_removed = int(np.count_nonzero((sizes > 0) & (sizes < min_island)))
+    tri, quad_of_tri = tri[keep_face], quad_of_tri[keep_face]
+    keep_vertex = np.zeros(n_valid, bool)
+    keep_vertex[tri.ravel()] = True
+    remap = np.full(n_valid, -1, np.int64)
+    remap[keep_vertex] = np.arange(int(keep_vertex.sum()))
+    faces = remap[tri].astype(np.int32)
+
+    grid_r, grid_c = np.nonzero(valid)  # row-major, matches idx numbering
+    grid_r, grid_c = grid_r[keep_vertex], grid_c[keep_vertex]
+    pr, pc = rows[grid_r], cols[grid_c]
+    zv = z[grid_r, grid_c]
+    vertices = unproject(pr, pc, zv, maps.intrinsics).astype(np.float32)
+    uv = np.stack([(pc + 0.5) / maps.width, 1.0 - (pr + 0.5) / maps.height], axis=1).astype(np.float32)
+    pixel = np.stack([pr, pc], axis=1).astype(np.int32)
+
+    fparts = face_parts_from_grid(maps, person_id, rows, cols, quad_of_tri, gw - 1, stride)
+    vparts = vertex_parts_from_faces(maps.parts[pr, pc], faces, fparts, len(vertices))
+    report = {
+        "vertices": int(len(vertices)),
+        "faces": int(len(faces)),
+        "stride": int(stride),
+        "masked_pixels_without_depth": int(np.count_nonzero((maps.mask == person_id) & ~np.isfinite(z_full))),
+        "triangles_dropped_at_depth_jumps": int(n_jump),
+        "islands_removed": islands_removed,
+        "island_vertices_removed": int(n_valid - used.sum() + np.count_nonzero(used & small)),
+    }
+    if maps.pointmap is not None:
+        report["pointmap_reprojection_px_max"] = _pointmap_disagreement(maps, pr, pc)
+    return SurfaceMesh(vertices, faces, uv, pixel, fparts, vparts, person_id=person_id, report=report)
+
+
+def _grid_triangles(idx, z, intrinsics, stride, max_jump):
+    """Triangles [T,3] (vertex indices) over the grid, their quad index, and how many jumped."""
+    a, b, c, d = idx[:-1, :-1], idx[:-1, 1:], idx[1:, :-1], idx[1:, 1:]
+    za, zb, zc, zd = z[:-1, :-1], z[:-1, 1:], z[1:, :-1], z[1:, 1:]
+    ok_a, ok_b, ok_c, ok_d = a >= 0, b >= 0, c >= 0, d >= 0
+    with np.errstate(invalid="ignore"):
+        ad_flatter = np.abs(za - zd) <= np.abs(zb - zc)
+    # Split along a-d unless a or d is missing, or b-c is flatter with all four present.
+    use_ad = (ok_a & ok_d) & (~(ok_b & ok_c) | ad_flatter | ~np.isfinite(zb - zc))
+    # Orientation: (row, col) -> (row+1, col) -> (row, col+1) is counter-clockwise seen from the
+    # camera in the OpenCV frame, i.e. the normal points towards the camera.
+    t1 = np.where(use_ad[..., None], np.stack([a, c, d], -1), np.stack([a, c, b], -1))
+    t2 = np.where(use_ad[..., None], np.stack([a, d, b], -1), np.stack([b, c, d], -1))
+    quad = np.arange(a.size).reshape(a.shape)
+    tri = np.concatenate([t1.reshape(-1, 3), t2.reshape(-1, 3)])
+    quad_of_tri = np.concatenate([quad.ravel(), quad.ravel()])
+    complete = (tri >= 0).all(axis=1)
+    tri, quad_of_tri = tri[complete], quad_of_tri[complete]
+
+    zf = z[idx >= 0].astype(np.float64)  # depth per vertex index
+    k = np.asarray(intrinsics, np.float64)
+    focal = 0.5 * (k[0, 0] + k[1, 1])
+    zt = zf[tri]
+    gr, gc = np.nonzero(idx >= 0)
+    rt, ct = gr[tri], gc[tri]
+    jump = np.zeros(len(tri), bool)
+    for i, j in ((0, 1), (1, 2), (2, 0)):
+        diagonal = (rt[:, i] != rt[:, j]) & (ct[:, i] != ct[:, j])
+        footprint = np.minimum(zt[:, i], zt[:, j]) * stride / focal * np.where(diagonal, np.sqrt(2.0), 1.0)
+        jump |= np.abs(zt[:, i] - zt[:, j]) > max_jump * footprint
+    return tri[~jump], quad_of_tri[~jump], int(jump.sum())
+
+
+def _pointmap_disagreement(maps: Maps, pr: np.ndarray, pc: np.ndarray) -> float:
+    """How far (px) the raw pointmap XY would land from its own pixel: a diagnostic only."""
+    p = maps.pointmap[pr, pc].astype(np.float64)
+    ok = np.isfinite(p).all(axis=1) & (p[:, 2] > 0)
+    if not ok.any():
+        return float("nan")
+    uv = reproject(p[ok], maps.intrinsics)
+    err = np.hypot(uv[:, 0] - (pc[ok] + 0.5), uv[:, 1] - (pr[ok] + 0.5))
+    return float(err.max())
