@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Write the scene (or a build's objects) to .blend, .glb/.gltf or .fbx, atomically.
+
+Every file is written under a temporary name in the target folder and moved into place with
+``os.replace``: a crash or a kill never leaves a partial output, and an existing file is only
+replaced by a complete one. Temporary names start with ``.`` and contain ``TEMP_MARK`` so an
+interrupted batch can find and remove them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import bpy
+
+from .context import preserved_selection, select_only
+
+FORMATS = {".blend": "blend", ".glb": "glb", ".gltf": "gltf", ".fbx": "fbx"}
+TEMP_MARK = ".sapiens-tmp"
+
+
+class ExportError(RuntimeError):
+    """The export failed or the output format is not supported; the message says which."""
+
+
+def export_format(path: str | os.PathLike) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ExportError(f"cannot export to {Path(path).name!r}: use one of {', '.join(FORMATS)}")
+    return FORMATS[suffix]
+
+
+def temp_path_for(path: Path) -> Path:
+    # Keep the real suffix last: exporters add their own extension otherwise.
+    return path.with_name(f".{path.stem}{TEMP_MARK}-{os.getpid()}{path.suffix}")
+
+
+def export(path: str | os.PathLike, objects: list | None = None) -> Path:
+    """Export ``objects`` (default: the whole scene) to ``path``; the suffix picks the format.
+
+    .blend always saves the whole file (a copy: the current file name is not changed).
+    """
+    path = Path(path).resolve()
+    fmt = export_format(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path_for(path)
+    try:
+        if fmt == "blend":
+            bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False, compress=False)
+        else:
+            with preserved_selection() as view_layer:
+                chosen = list(objects) if objects is not None else list(view_layer.objects)
+                select_only(view_layer, chosen, chosen[0] if chosen else None)
+                if fmt in ("glb", "gltf"):
+                    _export_gltf(tmp, fmt)
+                else:
+                    _export_fbx(tmp)
+        if not tmp.exists():
+            raise ExportError(f"the {fmt} exporter wrote nothing for {path.name}")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        if fmt == "gltf":
+            tmp.with_suffix(".bin").unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _export_gltf(tmp: Path, fmt: str) -> None:
+    result = bpy.ops.export_scene.gltf(
+        filepath=str(tmp),
+        export_format="GLB" if fmt == "glb" else "GLTF_EMBEDDED",
+        use_selection=True,
+        export_cameras=True,
+        export_lights=False,
+        export_extras=True,  # camera intrinsics + per-bone "estimated" flags
+        export_yup=True,
+        export_apply=False,
+        export_skins=True,
+        export_animations=False,
+        export_image_format="AUTO",
+    )
+    if "FINISHED" not in result:
+        raise ExportError(f"glTF export failed: {result}")
+
+
+def _export_fbx(tmp: Path) -> None:
+    result = bpy.ops.export_scene.fbx(
+        filepath=str(tmp),
+        use_selection=True,
+        object_types={"ARMATURE", "MESH", "CAMERA"},
+        add_leaf_bones=False,
+        path_mode="COPY",
+        embed_textures=True,
+        apply_unit_scale=True,
+        bake_anim=False,
+    )
+    if "FINISHED" not in result:
+        raise ExportError(f"FBX export failed: {result}")
+
+
+def remove_stale_temp_files(folder: str | os.PathLike) -> list[Path]:
+    """Delete temporary files an interrupted export left in ``folder``; returns them."""
+    removed = []
+    for p in Path(folder).glob(f".*{TEMP_MARK}*"):
+        if p.is_file():
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
