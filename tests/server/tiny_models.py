@@ -1,0 +1,169 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Tiny random-weight Sapiens models laid out exactly like the real hub repos (nothing downloaded).
+
+- Sapiens2: one ``transformers`` model per task (hidden 32, 2 layers, 64x48 input) saved with
+  ``save_pretrained`` into a Hugging Face cache for the real repo ids
+  (``models--facebook--sapiens2-seg-0.4b/{blobs,snapshots/<commit>,refs/main}``), so the backends
+  load them through their real path with ``HF_HUB_OFFLINE=1`` and ``HF_HUB_CACHE`` pointed here.
+- Sapiens v1: one TorchScript module per task, fully convolutional (any input size; output at the
+  real models' resolution ratios), saved under the exact v1 file name in the repo
+  ``facebook/sapiens-{task}-{size}-torchscript``.
+
+Deterministic knobs (the random weights give meaningless maps): ``person`` makes the segmentation
+call every pixel person (True) or background (False); the pointmap is a constant plane at
+``PLANE_Z`` metres with scale 1.
+
+Use: ``build_tiny_hub(cache_dir)`` once per session (helpers below are pytest-free), then set
+``HF_HUB_CACHE=cache_dir`` and ``HF_HUB_OFFLINE=1`` in the process that loads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+PLANE_Z = 2.0
+SAPIENS2_SIZE = "0.4b"
+SAPIENS1_SIZE = "0.3b"
+TINY_INPUT_HW = (64, 48)
+
+_BASE = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+             num_key_value_attention_heads=1, num_first_full_attention_layers=1,
+             num_last_full_attention_layers=1, image_size=list(TINY_INPUT_HW), patch_size=16)
+_PIXEL_SHUFFLE_HEAD = dict(use_pixel_shuffle=True, upsample_out_channels=[16, 8, 8, 8],
+                           upsample_kernel_sizes=[3, 3, 3, 3], conv_out_channels=[8, 8],
+                           conv_kernel_sizes=[3, 3])
+SAPIENS2_TASKS = {
+    "seg": ("Sapiens2ForSemanticSegmentation",
+            dict(num_labels=29, head_config=dict(upsample_out_channels=[16, 16, 8, 8], conv_out_channels=[8]))),
+    "normal": ("Sapiens2ForNormalEstimation", dict(num_labels=3, head_config=_PIXEL_SHUFFLE_HEAD)),
+    "pointmap": ("Sapiens2ForPointmapEstimation",
+                 dict(num_labels=3, head_config=dict(_PIXEL_SHUFFLE_HEAD, scale_conv_out_channels=[8],
+                                                     scale_conv_kernel_sizes=[3],
+                                                     scale_final_hidden_sizes=[16, 8]))),
+    "pose": ("Sapiens2ForPoseEstimation",
+             dict(num_labels=308, head_config=dict(upsample_out_channels=[16, 16], conv_out_channels=[16, 8]))),
+}
+
+
+def _commit_for(folder: Path) -> str:
+    digest = hashlib.sha1()
+    for f in sorted(folder.iterdir()):
+        digest.update(f.name.encode())
+        digest.update(f.read_bytes())
+    return digest.hexdigest()
+
+
+def install_in_hub_cache(cache_dir: Path, repo_id: str, files_dir: Path) -> Path:
+    """Lay ``files_dir``'s files out as huggingface_hub does for ``repo_id``; returns the snapshot."""
+    repo_dir = Path(cache_dir) / ("models--" + repo_id.replace("/", "--"))
+    commit = _commit_for(files_dir)
+    snapshot = repo_dir / "snapshots" / commit
+    (repo_dir / "blobs").mkdir(parents=True, exist_ok=True)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (repo_dir / "refs").mkdir(exist_ok=True)
+    for f in sorted(files_dir.iterdir()):
+        blob_name = hashlib.sha256(f.read_bytes()).hexdigest()
+        blob = repo_dir / "blobs" / blob_name
+        if not blob.exists():
+            shutil.copyfile(f, blob)
+        link = snapshot / f.name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        os.symlink(os.path.join("..", "..", "blobs", blob_name), link)
+    (repo_dir / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+def build_sapiens2_task(task: str, out_dir: Path, person: bool = True, seed: int = 0):
+    import torch
+    import transformers
+
+    cls_name, extra = SAPIENS2_TASKS[task]
+    torch.manual_seed(seed)
+    config = transformers.Sapiens2Config(**_BASE, **extra)
+    model = getattr(transformers, cls_name)(config).eval()
+    with torch.no_grad():
+        if task == "seg":
+            pred = model.decode_head.predictor
+            pred.weight.mul_(0.01)
+            pred.bias.zero_()
+            pred.bias[0] = -8.0 if person else 8.0  # background logit
+            pred.bias[22] = 4.0  # Torso wins on "person"
+        if task == "pointmap":
+            pred = model.decode_head.predictor
+            pred.weight.zero_()
+            pred.bias.copy_(torch.tensor([0.0, 0.0, PLANE_Z]))
+            proj = model.scale_head.predictor.proj
+            proj.weight.zero_()
+            proj.bias.fill_(1.0)
+    model.save_pretrained(str(out_dir))
+    (Path(out_dir) / "preprocessor_config.json").write_text(
+        '{"image_processor_type": "Sapiens2ImageProcessor", "size": {"height": %d, "width": %d}}'
+        % TINY_INPUT_HW)
+    return model
+
+
+def build_tiny_hub(cache_dir: str | os.PathLike, person: bool = True, sapiens2: bool = True,
+                   sapiens1: bool = True) -> Path:
+    """Build (once; reused when present) a hub cache with every tiny Sapiens2 and v1 repo."""
+    cache_dir = Path(cache_dir)
+    marker = cache_dir / f".tiny-built-{int(person)}{int(sapiens2)}{int(sapiens1)}"
+    if marker.exists():
+        return cache_dir
+    work = cache_dir.parent / (cache_dir.name + "-build")
+    if sapiens2:
+        for task in SAPIENS2_TASKS:
+            folder = work / f"sapiens2-{task}"
+            build_sapiens2_task(task, folder, person=person)
+            install_in_hub_cache(cache_dir, f"facebook/sapiens2-{task}-{SAPIENS2_SIZE}", folder)
+    if sapiens1:
+        from inference_server.backends.sapiens_v1 import checkpoint
+
+        for task in ("seg", "depth", "normal", "pose"):
+            repo, filename = checkpoint(task, SAPIENS1_SIZE)
+            folder = work / f"sapiens1-{task}"
+            folder.mkdir(parents=True, exist_ok=True)
+            build_sapiens1_task(task, folder / filename, person=person)
+            install_in_hub_cache(cache_dir, repo, folder)
+    shutil.rmtree(work, ignore_errors=True)
+    marker.write_text("ok")
+    return cache_dir
+
+
+# --- Sapiens v1 ------------------------------------------------------------------------------------
+# (output channels, number of x2 upsamplings after the /16 patch grid): seg and normal come out at
+# half the input resolution, depth at full, pose heatmaps at a quarter -- as the released models.
+SAPIENS1_HEADS = {"seg": (28, 3), "normal": (3, 3), "depth": (1, 4), "pose": (308, 2)}
+
+
+def build_sapiens1_task(task: str, path: Path, person: bool = True, seed: int = 0):
+    import torch
+    from torch import nn
+
+    channels, ups = SAPIENS1_HEADS[task]
+    torch.manual_seed(seed)
+
+    class TinySapiens1(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.patch = nn.Conv2d(3, 8, kernel_size=16, stride=16)
+            self.up = nn.Sequential(*[nn.Sequential(nn.ConvTranspose2d(8, 8, 4, 2, 1), nn.SiLU())
+                                      for _ in range(ups)])
+            self.head = nn.Conv2d(8, channels, 1)
+
+        def forward(self, x):
+            return self.head(self.up(self.patch(x)))
+
+    model = TinySapiens1().eval()
+    with torch.no_grad():
+        if task == "seg":
+            model.head.weight.mul_(0.01)
+            model.head.bias.zero_()
+            model.head.bias[0] = -8.0 if person else 8.0
+            model.head.bias[21] = 4.0  # v1 Torso
+    scripted = torch.jit.script(model)
+    scripted.save(str(path))
+    return scripted
