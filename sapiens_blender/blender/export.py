@@ -80,6 +80,7 @@ def _export_gltf(tmp: Path, fmt: str) -> None:
         export_skins=True,
         export_animations=False,
         export_image_format="AUTO",
+        export_tangents=True,  # the MikkTSpace frames the tangent-space normal texture was baked for
     )
     if "FINISHED" not in result:
         raise ExportError(f"glTF export failed: {result}")

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Python API for headless ``bpy`` scripts (and the CLI): maps or photos in, Blender data out.
+
+    import bpy
+    from sapiens_blender import api
+    api.new_scene()                                    # optional: an empty scene
+    result = api.build_from_maps("photo.npz", stride=2)
+    print(result.summary())
+    api.export("photo.glb", result)                    # or .blend / .fbx
+
+``build_from_photo`` analyses the photo first, through a running server (``server=URL``) or a
+local one started for the call. Everything lands in the current scene; nothing the user already
+had is changed (see ``blender/__init__.py``). Requires ``bpy``; the rest of the package does not.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .blender import export as _export
+from .blender.pipeline import BuildOptions, BuildResult, PersonResult, build_from_maps as _build
+from .core.maps import Maps
+
+__all__ = ["BuildOptions", "BuildResult", "PersonResult", "build_from_maps", "build_from_photo", "export",
+           "new_scene", "DEFAULT_MODEL"]
+
+DEFAULT_MODEL = "sapiens2-0.4b"
+
+
+def new_scene() -> None:
+    """Replace the current file with an empty scene (no default cube, camera or light)."""
+    import bpy
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+
+
+def _options(options: BuildOptions | None, name: str | None, overrides: dict) -> BuildOptions:
+    options = options or BuildOptions()
+    if name and options.name == BuildOptions.name:
+        options.name = name
+    for key, value in overrides.items():
+        if not hasattr(options, key):
+            raise TypeError(f"unknown build option {key!r}")
+        setattr(options, key, value)
+    return options
+
+
+def build_from_maps(maps: Maps | str | os.PathLike, options: BuildOptions | None = None, **overrides) -> BuildResult:
+    """Build from :class:`Maps` or a maps ``.npz`` path. Keyword overrides set BuildOptions fields."""
+    name = None
+    if not isinstance(maps, Maps):
+        name = Path(maps).stem
+        maps = Maps.load(maps)
+    return _build(maps, _options(options, name, overrides))
+
+
+def build_from_photo(
+    photo: str | os.PathLike,
+    model: str = DEFAULT_MODEL,
+    server: str | None = None,
+    token: str | None = None,
+    options: BuildOptions | None = None,
+    save_maps: str | os.PathLike | None = None,
+    progress=None,
+    **overrides,
+) -> BuildResult:
+    """Analyse ``photo`` with ``model`` and build it. ``server`` = URL of a running server
+    (with ``token``); without it a local server is started for this call and stopped after."""
+    maps = analyze(photo, model=model, server=server, token=token, progress=progress)
+    if save_maps:
+        maps.save(save_maps)
+    return _build(maps, _options(options, Path(photo).stem, overrides))
+
+
+def analyze(photo, model: str = DEFAULT_MODEL, server: str | None = None, token: str | None = None,
+            progress=None) -> Maps:
+    """Photo -> Maps through the inference server (remote when ``server`` is given)."""
+    from .core.analysis import analyze_photo
+    from .core.client import V2Client
+
+    if server:
+        with V2Client(server, token) as client:
+            return analyze_photo(client, photo, model, progress=progress)
+    from .core.server_process import ServerProcess
+
+    with ServerProcess() as local:
+        return analyze_photo(local.ensure_running(), photo, model, progress=progress)
+
+
+def export(path: str | os.PathLike, result: BuildResult | None = None) -> Path:
+    """Write ``path`` (.blend, .glb, .gltf, .fbx) atomically. With ``result``, glTF/FBX contain
+    only that build's camera, meshes and armatures (exactly one camera); .blend is the whole file."""
+    return _export.export(path, result.objects if result is not None else None)
