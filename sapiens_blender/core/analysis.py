@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One photo -> canonical Maps through the inference server, with progress and cancellation.
+
+The photo's file bytes travel undecoded (a BYTES ``image`` tensor): the server decodes it, so
+Blender's Python never needs an image library. While the infer call blocks the caller's thread,
+a poller thread reads the job's progress from the server and forwards it, and turns a set
+``cancel_event`` into a cancel request. This is what the CLI and the Blender panel call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from .client import V2Client
+from .errors import ProtocolError, RequestCancelled, SapiensServerError
+from .maps import Maps, MapsError
+
+log = logging.getLogger(__name__)
+
+# progress(stage, fraction in [0, 1] or None when unknown, human-readable message)
+ProgressCallback = Callable[[str, "float | None", str], None]
+
+
+def analyze_photo(
+    client: V2Client,
+    photo: str | os.PathLike | bytes,
+    model: str,
+    tasks: list[str] | tuple[str, ...] | None = None,
+    max_side: int | None = None,
+    flip_test: bool | None = None,
+    progress: ProgressCallback | None = None,
+    cancel_event: threading.Event | None = None,
+    request_id: str | None = None,
+    poll_interval: float = 0.25,
+    timeout: float | None = None,
+) -> Maps:
+    """Analyse one photo with ``model`` and return validated :class:`Maps`.
+
+    ``progress`` is called from a poller thread (keep it cheap and thread-safe). Setting
+    ``cancel_event`` cancels the request on the server and raises RequestCancelled.
+    """
+    data = _photo_bytes(photo)
+    parameters: dict = {}
+    if tasks is not None:
+        parameters["tasks"] = ",".join(tasks)
+    if max_side is not None:
+        parameters["max_side"] = int(max_side)
+    if flip_test is not None:
+        parameters["flip_test"] = bool(flip_test)
+    request_id = request_id or uuid.uuid4().hex
+    cancel_event = cancel_event or threading.Event()
+    if cancel_event.is_set():
+        raise RequestCancelled("the analysis was cancelled before it started")
+
+    done = threading.Event()
+    poller = threading.Thread(
+        target=_watch, args=(client, request_id, progress, cancel_event, done, poll_interval),
+        daemon=True, name=f"sapiens-progress-{request_id[:8]}",
+    )  # fmt: skip
+    poller.start()
+    try:
+        outputs = client.infer(model, {"image": data}, parameters=parameters or None,
+                               request_id=request_id, timeout=timeout)  # fmt: skip
+    finally:
+        done.set()
+        poller.join(5)
+    if cancel_event.is_set():
+        raise RequestCancelled("the analysis was cancelled")
+    maps = maps_from_outputs(outputs)
+    if progress is not None:
+        progress("done", 1.0, "maps received")
+    return maps
+
+
+def maps_from_outputs(outputs: dict[str, np.ndarray]) -> Maps:
+    """The server's canonical output tensors (BYTES/BOOL as sent) -> validated Maps."""
+    arrays = dict(outputs)
+    if "part_names" in arrays:
+        arrays["part_names"] = np.asarray([_text(v) for v in np.asarray(arrays["part_names"]).reshape(-1)])
+    if "source" in arrays:
+        arrays["source"] = np.asarray(_text(np.asarray(arrays["source"]).reshape(-1)[0]))
+    if "metric" in arrays:
+        arrays["metric"] = np.asarray(bool(np.asarray(arrays["metric"]).reshape(-1)[0]))
+    try:
+        return Maps.from_arrays(arrays)
+    except (MapsError, IndexError) as exc:
+        raise ProtocolError(f"the server sent invalid maps: {exc}") from exc
+
+
+def _photo_bytes(photo) -> bytes:
+    if isinstance(photo, (bytes, bytearray, memoryview)):
+        data = bytes(photo)
+    else:
+        path = Path(photo)
+        if not path.is_file():
+            raise FileNotFoundError(f"the photo {path} does not exist or is not a file")
+        data = path.read_bytes()
+    if not data:
+        raise ValueError("the photo is empty (0 bytes)")
+    return data
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, np.bytes_)) else str(value)
+
+
+def _watch(client, request_id, progress, cancel_event, done, interval) -> None:
+    """Poll the job's progress and forward changes; cancel on the server once asked to."""
+    last = None
+    cancel_sent = False
+    try:
+        while not done.wait(interval):
+            if cancel_event.is_set() and not cancel_sent:
+                try:  # None = the job does not exist yet: try again next round
+                    cancel_sent = client.cancel(request_id) is not None
+                except SapiensServerError as exc:
+                    log.debug("cancel of %s failed: %s", request_id, exc)
+            if progress is None:
+                continue
+            try:
+                job = client.progress(request_id)
+            except SapiensServerError as exc:  # transient: the infer call reports real failures
+                log.debug("progress of %s unavailable: %s", request_id, exc)
+                continue
+            if not job:
+                continue
+            fraction = job.get("progress")
+            state = (str(job.get("stage") or job.get("state") or ""), fraction, str(job.get("message") or ""))
+            if state != last:
+                last = state
+                try:
+                    progress(state[0], None if fraction is None else float(fraction), state[2])
+                except Exception:  # noqa: BLE001 - a broken callback must not break the analysis
+                    log.exception("progress callback failed")
+    finally:
+        client.release_connection()
