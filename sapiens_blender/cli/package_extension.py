@@ -8,7 +8,8 @@ staging folder is assembled first:
     staging/
       blender_manifest.toml      (from the repository root)
       __init__.py, core/, ui/, blender/, ...   (the sapiens_blender package)
-      inference_server/          (the server source the add-on launches)
+      server_src/inference_server/   (the server source the add-on launches; only this folder
+                                      goes on the server's PYTHONPATH, see ui/state.py)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import tomllib
 from pathlib import Path
 
 MANIFEST = "blender_manifest.toml"
+SERVER_DIR = "server_src"  # must match ui/state.py server_source_root()
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".*")
 
 
@@ -65,7 +67,7 @@ def stage_extension(root: Path, staging: Path) -> Path:
             "bump both together"
         )
     shutil.copytree(root / "sapiens_blender", staging, ignore=_IGNORE)
-    shutil.copytree(root / "inference_server", staging / "inference_server", ignore=_IGNORE)
+    shutil.copytree(root / "inference_server", staging / SERVER_DIR / "inference_server", ignore=_IGNORE)
     shutil.copy2(manifest, staging / MANIFEST)
     return staging
 

@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Timer glue: run a core `Job` without ever blocking Blender's UI.
+
+Interactive Blender: the job's work runs on a worker thread and a `bpy.app.timers` callback
+pumps it ~10 times a second on the main thread (progress for the panel, then the
+main-thread completion callback, e.g. building images from the maps).
+Background mode (`blender -b`, the `bpy` module): there is no event loop and timers never
+fire, so the same job runs to completion before the operator returns.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import bpy
+
+from ..core.jobs import Job
+from . import state
+
+PUMP_INTERVAL = 0.1
+
+
+def launch(job: Job, kind: str, *, setup: bool = False) -> Job:
+    """Make `job` the session's current (or environment set-up) job and run it."""
+    session = state.SESSION
+    if setup:
+        session.setup_job = job
+    else:
+        session.job, session.job_kind = job, kind
+        session.clear_error()
+    if bpy.app.background:
+        job.run_blocking()
+        redraw_ui()
+    else:
+        job.start()
+        bpy.app.timers.register(functools.partial(_tick, job), first_interval=PUMP_INTERVAL)
+    return job
+
+
+def _tick(job: Job):
+    try:
+        finished = job.pump()
+    except Exception as exc:  # noqa: BLE001 - a timer must never die silently
+        state.SESSION.set_error(exc)
+        finished = True
+    redraw_ui()
+    return None if finished else PUMP_INTERVAL
+
+
+def redraw_ui() -> None:
+    """Progress changed: redraw the sidebars and the preferences (no-op when headless)."""
+    wm = getattr(bpy.context, "window_manager", None)
+    if wm is None:
+        return
+    for window in wm.windows:
+        for area in window.screen.areas:
+            if area.type in ("VIEW_3D", "PREFERENCES"):
+                area.tag_redraw()

@@ -1,0 +1,188 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The 3D Viewport sidebar tab "Sapiens": photo, Analyze/Cancel with progress, maps, builders,
+person selector and the server line.
+
+Each panel's `draw` forwards to a module-level `draw_*(layout, context)` function so tests can
+run it headlessly with a recording layout (the bpy module never draws panels).
+"""
+
+from __future__ import annotations
+
+import bpy
+
+from ..core.jobs import RUNNING
+from . import state, storage
+
+BUILD_BUTTONS = (
+    ("sapiens.build_mesh", "Mesh", "MESH_DATA"),
+    ("sapiens.build_normal_texture", "Normal Texture", "TEXTURE"),
+    ("sapiens.build_part_materials", "Part Materials", "MATERIAL"),
+    ("sapiens.build_armature", "Armature", "ARMATURE_DATA"),
+)
+
+
+def draw_main(layout, context) -> None:
+    session = state.SESSION
+    props = context.scene.sapiens
+    panel_state = session.panel_state()
+    busy = panel_state in (state.BUSY, state.STARTING)
+
+    col = layout.column()
+    col.row().prop(props, "photo_source", expand=True)
+    if props.photo_source == "FILE":
+        col.prop(props, "photo_path", text="")
+    else:
+        col.template_ID(props, "photo_image", open="image.open")
+    has_photo = bool(props.photo_path if props.photo_source == "FILE" else props.photo_image)
+
+    row = col.row(align=True)
+    row.scale_y = 1.4
+    sub = row.row(align=True)
+    sub.enabled = has_photo and not busy
+    sub.operator("sapiens.analyze", text="Analyze", icon="VIEWZOOM")
+    sub = row.row(align=True)
+    sub.enabled = busy
+    sub.operator("sapiens.cancel", text="", icon="CANCEL")
+
+    job = session.job
+    if busy and job is not None and job.state == RUNNING:
+        text = job.stage if job.stage == job.message else f"{job.stage}: {job.message}"
+        if job.fraction is None:
+            col.label(text=text[:80] or "working…", icon="SORTTIME")
+        else:
+            col.progress(factor=job.fraction, type="BAR", text=text[:80])
+    if panel_state == state.ERROR:
+        box = col.box()
+        box.alert = True
+        for i, line in enumerate(_wrap(session.last_error, 48)[:8]):
+            box.label(text=line, icon="ERROR" if i == 0 else "BLANK1")
+        box.operator("sapiens.clear_error", text="Dismiss", icon="X")
+    elif session.last_info and not busy:
+        col.label(text=session.last_info[:90], icon="INFO")
+
+
+def draw_maps(layout, context) -> None:
+    props = context.scene.sapiens
+    summary = storage.analysis_summary(context.scene)
+    col = layout.column()
+    if not summary:
+        col.label(text="No analysis yet", icon="INFO")
+        return
+    col.label(text=f"{summary.get('photo', '')}  ({summary.get('source', '?')})")
+    w, h = summary.get("size", [0, 0])
+    col.label(text=f"{w} x {h} px, {len(summary.get('people', []))} people, "
+                   f"{'metric' if summary.get('metric') else 'relative'} depth")
+    flow = col.grid_flow(columns=3, even_columns=True, align=True)
+    for attr, label in (("parts_image", "Parts"), ("normal_image", "Normals"), ("depth_image", "Depth")):
+        image = getattr(props, attr)
+        cell = flow.column(align=True)
+        if image is not None:
+            cell.template_icon(icon_value=_preview_icon(image), scale=5.0)
+        cell.label(text=label)
+
+
+def _preview_icon(image) -> int:
+    try:
+        return image.preview_ensure().icon_id
+    except (AttributeError, RuntimeError):
+        return 0
+
+
+def draw_build(layout, context) -> None:
+    session = state.SESSION
+    props = context.scene.sapiens
+    has_maps = storage.has_analysis(context.scene)
+    col = layout.column()
+    col.enabled = has_maps and not session.job_running()
+    if len(storage.analysis_summary(context.scene).get("people", [])) > 1:
+        col.prop(props, "person")
+    grid = col.grid_flow(columns=2, even_columns=True, align=True)
+    for op, text, icon in BUILD_BUTTONS:
+        grid.operator(op, text=text, icon=icon)
+    row = col.row()
+    row.scale_y = 1.3
+    row.operator("sapiens.build_all", text="Build All", icon="OUTLINER_OB_ARMATURE")
+    if not has_maps:
+        layout.label(text="Analyze a photo first", icon="INFO")
+
+
+def draw_server(layout, context) -> None:
+    session = state.SESSION
+    server_state = session.server_state()
+    busy = session.job_running()
+    col = layout.column()
+    icons = {"ready": "CHECKMARK", "starting": "SORTTIME", "error": "ERROR", "stopped": "RADIOBUT_OFF"}
+    label = f"Server: {server_state}"
+    if session.job_running() and session.job_kind == "start server":
+        label = "Server: starting"
+    if session.server is not None and server_state == "ready":
+        label += f" ({session.server.status()['url']})"
+    elif session.remote_client is not None:
+        label += f" ({session.remote_client.base_url})"
+    col.label(text=label, icon=icons.get(server_state, "QUESTION"))
+    row = col.row(align=True)
+    sub = row.row(align=True)
+    sub.enabled = not busy and server_state != "ready"
+    sub.operator("sapiens.server_start", text="Start", icon="PLAY")
+    sub = row.row(align=True)
+    sub.enabled = not busy and server_state != "stopped"
+    sub.operator("sapiens.server_stop", text="Stop", icon="SNAP_FACE")
+    sub = row.row(align=True)
+    sub.enabled = not busy and server_state == "ready"
+    sub.operator("sapiens.free_memory", text="Free GPU Memory", icon="TRASH")
+    if session.server is not None and server_state == "error":
+        col.label(text=session.server.status()["last_error"][:90], icon="ERROR")
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines = []
+    for paragraph in (text or "").splitlines() or [""]:
+        words, line = paragraph.split(), ""
+        for word in words:
+            if line and len(line) + 1 + len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}".strip()
+        lines.append(line)
+    return lines
+
+
+class _SapiensPanel:
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "Sapiens"
+
+
+class SAPIENS_PT_main(_SapiensPanel, bpy.types.Panel):
+    bl_label = "Sapiens"
+
+    def draw(self, context):
+        draw_main(self.layout, context)
+
+
+class SAPIENS_PT_maps(_SapiensPanel, bpy.types.Panel):
+    bl_label = "Maps"
+    bl_parent_id = "SAPIENS_PT_main"
+
+    def draw(self, context):
+        draw_maps(self.layout, context)
+
+
+class SAPIENS_PT_build(_SapiensPanel, bpy.types.Panel):
+    bl_label = "Build"
+    bl_parent_id = "SAPIENS_PT_main"
+
+    def draw(self, context):
+        draw_build(self.layout, context)
+
+
+class SAPIENS_PT_server(_SapiensPanel, bpy.types.Panel):
+    bl_label = "Server"
+    bl_parent_id = "SAPIENS_PT_main"
+
+    def draw(self, context):
+        draw_server(self.layout, context)
+
+
+CLASSES = (SAPIENS_PT_main, SAPIENS_PT_maps, SAPIENS_PT_build, SAPIENS_PT_server)

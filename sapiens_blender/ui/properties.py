@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Per-scene settings of the Sapiens panel (`scene.sapiens`), saved with the .blend."""
+
+from __future__ import annotations
+
+import bpy
+from bpy.props import EnumProperty, PointerProperty, StringProperty
+
+from . import storage
+
+ALL_PEOPLE = "ALL"
+_person_items_cache: list = []
+
+
+def _person_items(self, context):
+    people = storage.analysis_summary(context.scene).get("people", []) if context else []
+    items = [(ALL_PEOPLE, "Everyone", "Build every person found in the photo")]
+    items += [(str(pid), f"Person {pid}", f"Only person {pid}") for pid in people]
+    _person_items_cache[:] = items  # Blender needs the strings kept alive
+    return items
+
+
+class SapiensSceneProperties(bpy.types.PropertyGroup):
+    photo_source: EnumProperty(
+        name="Photo",
+        items=[("FILE", "File", "A photo file on disk"),
+               ("IMAGE", "Image", "An image already loaded in this .blend")],
+        default="FILE",
+    )
+    photo_path: StringProperty(name="Photo File", subtype="FILE_PATH",
+                               description="Photo of one or more people")
+    photo_image: PointerProperty(name="Photo Image", type=bpy.types.Image)
+    analysis: PointerProperty(name="Analysis", type=bpy.types.Text,
+                              description="The stored maps of the last analysis")
+    person: EnumProperty(name="Person", items=_person_items,
+                         description="Which person to build when the photo shows several")
+    parts_image: PointerProperty(name="Parts", type=bpy.types.Image)
+    normal_image: PointerProperty(name="Normals", type=bpy.types.Image)
+    depth_image: PointerProperty(name="Depth", type=bpy.types.Image)
+
+
+def selected_people(scene) -> list[int] | None:
+    """None = everyone; else the chosen person id."""
+    try:
+        choice = scene.sapiens.person
+    except (TypeError, ValueError):
+        return None
+    return None if choice in ("", ALL_PEOPLE) else [int(choice)]
+
+
+def register_scene_properties():
+    bpy.types.Scene.sapiens = PointerProperty(type=SapiensSceneProperties)
+
+
+def unregister_scene_properties():
+    del bpy.types.Scene.sapiens
+
+
+CLASSES = (SapiensSceneProperties,)

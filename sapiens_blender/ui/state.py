@@ -1,0 +1,214 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The add-on's session state (bpy-free): server connection, the running job, the last error.
+
+The panel draws from `SESSION.panel_state()`; operators change the session. Nothing here
+touches bpy, so the whole state machine is testable in plain Python.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.errors import SapiensServerError, ServerNotRunning, ServerStartError
+from ..core.jobs import RUNNING, Job
+
+# What the panel shows (one of these at a time).
+NO_SERVER, STARTING, READY, BUSY, ERROR = "no server", "starting", "ready", "running", "error"
+LOCAL, REMOTE = "LOCAL", "REMOTE"
+
+
+def addon_dir() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+def server_source_root() -> Path:
+    """The folder that holds `inference_server/`: `server_src/` inside the installed extension
+    zip (see package_extension.py), the repository root in a source checkout."""
+    bundled = addon_dir() / "server_src"
+    return bundled if (bundled / "inference_server").is_dir() else addon_dir().parent
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything the preferences say about reaching a server (a snapshot, thread-safe)."""
+
+    mode: str = LOCAL
+    python: str = ""
+    url: str = ""
+    token: str = ""
+    model: str = "auto"
+    device: str = "auto"
+    precision: str = "auto"
+    weights_dir: str = ""
+    online: bool = False
+    extra_args: tuple[str, ...] = ()
+    startup_timeout: float = 180.0
+
+    def environment(self) -> dict[str, str]:
+        """Server-side settings travel as environment variables of the server process."""
+        env = {"SAPIENS_DEVICE": self.device, "SAPIENS_PRECISION": self.precision}
+        if self.weights_dir:
+            env["HF_HOME"] = self.weights_dir
+            env["SAPIENS_WEIGHTS_DIR"] = self.weights_dir
+        if not self.online:
+            # Blender's "Allow Online Access" is off: weights must already be in the cache.
+            env["HF_HUB_OFFLINE"] = "1"
+        return env
+
+    def process_key(self) -> tuple:
+        """A local server must be restarted when any of these change."""
+        return (self.python, self.extra_args, tuple(sorted(self.environment().items())))
+
+
+def parse_extra_args(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(text or ""))
+    except ValueError as exc:
+        raise ValueError(f"Extra server arguments cannot be parsed: {exc}") from None
+
+
+def offline_hint(config: ServerConfig) -> str:
+    if config.online:
+        return ""
+    return ("Online access is off (Preferences > System > Network > Allow Online Access), so "
+            "model weights are not downloaded. Allow online access once, or put the weights "
+            f"into {config.weights_dir or 'the weights folder'}, or use the offline 'mediapipe' model.")
+
+
+@dataclass
+class Session:
+    """One per Blender session; lives in this module (reset when the add-on is re-enabled)."""
+
+    server: object | None = None  # core.server_process.ServerProcess (local mode)
+    server_key: tuple | None = None
+    remote_client: object | None = None  # core.client.V2Client (remote mode)
+    remote_key: tuple | None = None
+    job: Job | None = None
+    job_kind: str = ""
+    last_error: str = ""
+    last_info: str = ""
+    check_result: dict = field(default_factory=dict)
+    setup_job: Job | None = None
+    setup_log: str = ""
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    # -- what the panel shows ---------------------------------------------------------------
+    def job_running(self) -> bool:
+        return self.job is not None and self.job.state == RUNNING
+
+    def server_state(self) -> str:
+        if self.remote_client is not None:
+            return "ready"
+        if self.server is None:
+            return "stopped"
+        return self.server.status()["state"]
+
+    def panel_state(self) -> str:
+        if self.job_running():
+            return STARTING if self.job_kind == "start server" else BUSY
+        if self.last_error:
+            return ERROR
+        return READY if self.server_state() == "ready" else NO_SERVER
+
+    def set_error(self, error: BaseException | str) -> str:
+        self.last_error = describe_error(error)
+        return self.last_error
+
+    def clear_error(self) -> None:
+        self.last_error = ""
+
+    # -- the server ---------------------------------------------------------------------------
+    def connect(self, config: ServerConfig):
+        """A ready V2Client for `config`, starting (or restarting) the local server as needed.
+        Runs on a worker thread; raises SapiensServerError subclasses with clear messages."""
+        if config.mode == REMOTE:
+            return self._remote(config)
+        from ..core.server_process import ServerProcess
+
+        with self.lock:
+            if self.server is not None and self.server_key != config.process_key():
+                self.server.stop()
+                self.server = None
+            if self.server is None:
+                if not config.python:
+                    raise ServerStartError(
+                        "No Python interpreter is set for the local server. Open Edit > "
+                        "Preferences > Add-ons > Sapiens and click 'Set Up Server Environment', "
+                        "or enter the path of a Python that has torch installed.")
+                self.server = ServerProcess(
+                    python=config.python, extra_args=list(config.extra_args),
+                    startup_timeout=config.startup_timeout, source_root=server_source_root(),
+                    env=config.environment(),
+                )
+                self.server_key = config.process_key()
+            server = self.server
+        return server.ensure_running()
+
+    def _remote(self, config: ServerConfig):
+        from ..core.client import V2Client
+
+        key = (config.url, config.token)
+        with self.lock:
+            if self.remote_client is None or self.remote_key != key:
+                if not config.url:
+                    raise ServerNotRunning("No server URL is set: enter it in the add-on preferences.")
+                try:
+                    client = V2Client(config.url, config.token or None)
+                except ValueError as exc:
+                    raise ServerNotRunning(f"The server URL is not valid: {exc}") from None
+                client.live(timeout=10)
+                self.remote_client, self.remote_key = client, key
+            return self.remote_client
+
+    def stop_server(self) -> None:
+        with self.lock:
+            if self.server is not None:
+                self.server.stop()
+            if self.remote_client is not None:
+                self.remote_client.close()
+            self.remote_client = self.remote_key = None
+
+    def current_client(self):
+        """The client of a server already running, or None (never starts one)."""
+        if self.remote_client is not None:
+            return self.remote_client
+        if self.server is not None and self.server.status()["state"] == "ready":
+            return self.server.ensure_running()
+        return None
+
+    def shutdown(self) -> None:
+        """Blender quits / the add-on is disabled: cancel work and stop the server."""
+        for job in (self.job, self.setup_job):
+            if job is not None:
+                job.cancel()
+        self.stop_server()
+        self.server = self.server_key = None
+
+
+def describe_error(error: BaseException | str) -> str:
+    """One human sentence for the panel and the report."""
+    if isinstance(error, str):
+        return error
+    message = str(error).strip() or type(error).__name__
+    if isinstance(error, SapiensServerError) or isinstance(error, (ValueError, OSError)):
+        return message.split("\n--- server log")[0]
+    return f"{type(error).__name__}: {message}"
+
+
+SESSION = Session()
+
+
+def reset_session() -> Session:
+    global SESSION
+    SESSION.shutdown()
+    SESSION = Session()
+    return SESSION
+
+
+def default_user_dir() -> str:
+    """Fallback user folder outside Blender (the CLI, tests)."""
+    return os.path.join(os.path.expanduser("~"), ".sapiens_blender")
