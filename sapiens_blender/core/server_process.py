@@ -81,21 +81,27 @@ class ServerProcess:
     # --- public ------------------------------------------------------------------------------
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        proc = self._proc
+        return proc.pid if proc else None
 
     @property
     def url(self) -> str:
-        return f"http://{self.info['host']}:{self.info['port']}" if self.info else ""
+        info = self.info  # one read: another thread may replace it
+        return f"http://{info['host']}:{info['port']}" if info else ""
 
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
     def status(self) -> dict:
-        """For the UI: ``state`` (stopped/starting/ready/error), pid, url, last error, log file."""
-        with self._lock:
-            self._notice_crash()
-            return {"state": self.state, "pid": self.pid, "url": self.url,
-                    "last_error": self.last_error, "log_path": str(self.log_path)}  # fmt: skip
+        """For the UI: ``state`` (stopped/starting/ready/error), pid, url, last error, log file.
+        Never blocks, even while another thread is starting the server."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._notice_crash()
+            finally:
+                self._lock.release()
+        return {"state": self.state, "pid": self.pid, "url": self.url,
+                "last_error": self.last_error, "log_path": str(self.log_path)}  # fmt: skip
 
     def ensure_running(self) -> V2Client:
         """A client of a running server: reuse it, or (re)start it. Raises ServerStartError."""

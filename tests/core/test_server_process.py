@@ -161,3 +161,22 @@ def test_chatty_stderr_does_not_block_the_ready_line(tmp_path):
         assert manager.log_path.stat().st_size >= 2_000_000
     finally:
         manager.stop(timeout=2)
+
+
+@posix_only
+def test_status_never_blocks_while_starting(tmp_path):
+    """The UI polls status() while a worker thread waits for the server to come up."""
+    import threading
+
+    slow = tmp_path / "slow-python"
+    slow.write_text("#!/bin/sh\nexec sleep 60\n")
+    slow.chmod(0o755)
+    manager = ServerProcess(python=slow, log_dir=tmp_path, startup_timeout=1.5)
+    worker = threading.Thread(target=lambda: pytest.raises(errors.ServerStartError, manager.ensure_running))
+    worker.start()
+    time.sleep(0.3)
+    start = time.monotonic()
+    assert manager.status()["state"] == "starting"
+    assert time.monotonic() - start < 0.1
+    worker.join(10)
+    assert manager.status()["state"] == ERROR
