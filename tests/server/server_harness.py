@@ -166,3 +166,41 @@ def assert_same(a: np.ndarray, b: np.ndarray) -> None:
     else:
         assert a.dtype == b.dtype
         assert a.tobytes() == b.tobytes()  # bit-exact, NaN included
+
+
+def raw_exchange(server: Server, request: bytes, *, send_all: bool = True,
+                 timeout: float = 30) -> bytes:
+    """Send raw bytes on a fresh socket and read the answer until the server closes."""
+    import socket
+
+    with socket.create_connection((server.host, server.port), timeout=timeout) as sock:
+        try:
+            sock.sendall(request)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server may answer and close before it reads everything
+        if not send_all:
+            sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while True:
+            try:
+                data = sock.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not data:
+                break
+            chunks.append(data)
+            if b"\r\n\r\n" in b"".join(chunks) and _complete(b"".join(chunks)):
+                break
+        return b"".join(chunks)
+
+
+def _complete(raw: bytes) -> bool:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return len(body) >= int(line.split(b":")[1])
+    return False
+
+
+def status_of(raw: bytes) -> int:
+    return int(raw.split(b" ", 2)[1])
