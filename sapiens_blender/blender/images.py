@@ -32,3 +32,20 @@ def image_from_array(
     # and exporters (glTF, FBX) find real image data.
     image.pack()
     return image
+
+
+def read_photo(path) -> np.ndarray:
+    """uint8 [H,W,3] RGB of an image file, decoded by Blender (no image library needed)."""
+    image = bpy.data.images.load(str(path), check_existing=False)
+    try:
+        w, h = image.size
+        if w == 0 or h == 0:
+            raise ValueError(f"{path} could not be decoded as an image")
+        px = np.empty(w * h * image.channels, np.float32)
+        image.pixels.foreach_get(px)
+        rgb = px.reshape(h, w, image.channels)[::-1, :, :3]
+        if image.channels < 3:
+            rgb = np.repeat(px.reshape(h, w, image.channels)[::-1, :, :1], 3, axis=2)
+        return np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8)
+    finally:
+        bpy.data.images.remove(image)  # our own temporary data-block

@@ -69,6 +69,8 @@ class BuildResult:
 
     def summary(self) -> str:
         lines = [f"people: {len(self.people)}"]
+        if self.report.get("warning"):
+            lines.append(f"warning: {self.report['warning']}")
         for p in self.people:
             r = p.report
             lines.append(

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""`sapiens-blender build`: a photo (through the inference server), a maps file or Sapiens-lite
+outputs -> .blend / .glb / .gltf / .fbx, headless (the ``bpy`` module)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+EXPORT_SUFFIXES = (".blend", ".glb", ".gltf", ".fbx")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "build", help="build a rigged 3D person from a photo, a maps file or Sapiens-lite outputs",
+        description="Build camera, mesh, normal texture, part materials and a skinned armature per "
+                    "person, and write them to one or more files (format from the suffix).",
+    )
+    p.add_argument("photo", nargs="?", help="the photo (analysed by the inference server unless --maps/--lite-dir)")
+    p.add_argument("-o", "--output", action="append", required=True, metavar="OUT",
+                   help="output file .blend, .glb, .gltf or .fbx (repeat for several)")
+    src = p.add_argument_group("input")
+    src.add_argument("--maps", metavar="MAPS.npz", help="build from a canonical maps file (no server)")
+    src.add_argument("--lite-dir", metavar="DIR", help="build from Sapiens-lite demo outputs for PHOTO under DIR")
+    src.add_argument("--joints", metavar="JOINTS.json", help="3D joints per person (docs/maps_format.md)")
+    src.add_argument("--model", default=None, help="model for the analysis (default: sapiens2-0.4b)")
+    src.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
+    src.add_argument("--token", help="the server's token (with --server)")
+    src.add_argument("--save-maps", metavar="MAPS.npz", help="also keep the analysed maps")
+    geo = p.add_argument_group("geometry")
+    geo.add_argument("--stride", type=int, default=1, help="one vertex per N pixels (default 1: full resolution)")
+    geo.add_argument("--closed", action="store_true", help="a watertight body instead of the visible surface")
+    geo.add_argument("--people", help="comma-separated person ids to build (default: all)")
+    geo.add_argument("--normals", choices=("auto", "object", "tangent"), default="auto",
+                     help="normal texture space (auto: object for .blend only, tangent when a .glb/.fbx is written)")
+    geo.add_argument("--tangent-normals", action="store_true", help="same as --normals tangent")
+    geo.add_argument("--no-part-materials", action="store_true", help="one photo material instead of one per part")
+    geo.add_argument("--no-armature", action="store_true", help="mesh only")
+    geo.add_argument("--skinning", choices=("auto", "parts", "none"), default="auto",
+                     help="auto: bone heat, part weights where it fails; parts: part weights only")
+    p.set_defaults(func=run)
+
+
+def normal_space(args) -> str:
+    if args.tangent_normals or args.normals == "tangent":
+        return "TANGENT"
+    if args.normals == "object":
+        return "OBJECT"
+    return "OBJECT" if all(Path(o).suffix.lower() == ".blend" for o in args.output) else "TANGENT"
+
+
+def options_from_args(args, name: str):
+    from ..blender.pipeline import BuildOptions
+
+    people = None
+    if args.people:
+        try:
+            people = [int(x) for x in args.people.split(",") if x.strip()]
+        except ValueError:
+            raise SystemExit(f"error: --people must be comma-separated integers, got {args.people!r}")
+    joints = None
+    if args.joints:
+        from ..core.geometry.joints_file import read_joints_file
+
+        joints = read_joints_file(args.joints)
+    return BuildOptions(name=name, stride=args.stride, closed=args.closed, normal_space=normal_space(args),
+                        part_materials=not args.no_part_materials, armature=not args.no_armature,
+                        skinning=args.skinning, people=people, joints=joints)
+
+
+def check_args(args) -> str | None:
+    """A usage error message, or None."""
+    sources = [bool(args.maps), bool(args.lite_dir and args.photo), bool(args.photo and not args.lite_dir)]
+    if args.lite_dir and not args.photo:
+        return "--lite-dir needs PHOTO (the image the lite outputs belong to)"
+    if sum(sources) != 1:
+        return "give exactly one input: PHOTO, --maps MAPS.npz, or --lite-dir DIR PHOTO"
+    bad = [o for o in args.output if Path(o).suffix.lower() not in EXPORT_SUFFIXES]
+    if bad:
+        return f"unsupported output {bad[0]!r}: use {', '.join(EXPORT_SUFFIXES)}"
+    if args.stride < 1:
+        return "--stride must be at least 1"
+    return None
+
+
+def run(args) -> int:
+    problem = check_args(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        import bpy  # noqa: F401
+    except ImportError:
+        print("error: building needs Blender's Python module: pip install 'sapiens-blender[blender]'",
+              file=sys.stderr)
+        return 2
+    from .. import api
+    from ..blender.export import ExportError
+    from ..core.errors import SapiensServerError
+    from ..core.geometry.types import GeometryError
+    from ..core.maps import MapsError
+
+    started = time.perf_counter()
+    try:
+        api.new_scene()
+        maps, name, analysis_s = load_input(args)
+        result = api.build_from_maps(maps, options_from_args(args, name))
+        export_s = time.perf_counter()
+        written = [api.export(out, result) for out in args.output]
+        result.timings["export"] = time.perf_counter() - export_s
+    except (MapsError, GeometryError, SapiensServerError, ExportError, FileNotFoundError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if analysis_s is not None:
+        result.timings = {"analysis": analysis_s, **result.timings}
+    print(result.summary())
+    for path in written:
+        print(f"wrote {path}")
+    print(f"total {time.perf_counter() - started:.2f} s")
+    return 0
+
+
+def load_input(args):
+    """(Maps, name, analysis seconds or None) from whichever input was given."""
+    from .. import api
+    from ..core.maps import Maps
+
+    if args.maps:
+        return Maps.load(args.maps), Path(args.maps).stem, None
+    photo = Path(args.photo)
+    if not photo.is_file():
+        raise FileNotFoundError(f"no such photo: {photo}")
+    if args.lite_dir:
+        from ..blender.images import read_photo
+        from ..core.lite_files import load_lite_maps
+
+        return load_lite_maps(args.lite_dir, photo.stem, read_photo(photo)), photo.stem, None
+    start = time.perf_counter()
+    maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server, token=args.token)
+    if args.save_maps:
+        maps.save(args.save_maps)
+    return maps, photo.stem, time.perf_counter() - start
