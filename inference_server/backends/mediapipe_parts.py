@@ -17,16 +17,19 @@ from .mediapipe_landmarks import POSE
 
 PART_ID = {name: i for i, name in enumerate(PART_NAMES_SAPIENS2)}
 
-# Extra skeleton points appended after the 33 pose landmarks.
-MID_SHOULDER, MID_HIP, HEAD = 33, 34, 35
+# Extra skeleton points appended after the 33 pose landmarks. The torso stops a little above
+# the hip joints (LOW_*): the hip keypoint sits where the thigh starts, so its pixels belong
+# to the upper leg, as in Sapiens' segmentation.
+MID_SHOULDER, MID_HIP, HEAD, LOW_LEFT, LOW_RIGHT, LOW_MID = 33, 34, 35, 36, 37, 38
+TORSO_LENGTH = 0.8  # fraction of the shoulder -> hip distance that is torso
 MIN_VISIBILITY = 0.2  # below this a landmark does not anchor a limb segment
 
 _P = POSE
 SEGMENTS = (  # (class name, start point, end point)
     ("Face_Neck", MID_SHOULDER, HEAD),
-    ("Torso", MID_SHOULDER, MID_HIP),
-    ("Torso", _P["left_shoulder"], _P["left_hip"]),
-    ("Torso", _P["right_shoulder"], _P["right_hip"]),
+    ("Torso", MID_SHOULDER, LOW_MID),
+    ("Torso", _P["left_shoulder"], LOW_LEFT),
+    ("Torso", _P["right_shoulder"], LOW_RIGHT),
     ("Left_Upper_Arm", _P["left_shoulder"], _P["left_elbow"]),
     ("Right_Upper_Arm", _P["right_shoulder"], _P["right_elbow"]),
     ("Left_Lower_Arm", _P["left_elbow"], _P["left_wrist"]),
@@ -50,7 +53,7 @@ _SEG_B = np.array([b for _, _, b in SEGMENTS])
 
 
 def skeleton_points(pose: np.ndarray) -> np.ndarray:
-    """[36,4] (u, v, z, visibility): the 33 landmarks plus mid-shoulder, mid-hip, head centre."""
+    """[39,4] (u, v, z, visibility): the 33 landmarks plus the derived points above."""
     pose = np.asarray(pose, np.float64)
     ls, rs = pose[_P["left_shoulder"]], pose[_P["right_shoulder"]]
     lh, rh = pose[_P["left_hip"]], pose[_P["right_hip"]]
@@ -62,7 +65,11 @@ def skeleton_points(pose: np.ndarray) -> np.ndarray:
         np.concatenate([(ls[:3] + rs[:3]) / 2, [min(ls[3], rs[3])]]),
         np.concatenate([(lh[:3] + rh[:3]) / 2, [min(lh[3], rh[3])]]),
         head_c,
+        np.concatenate([ls[:3] + TORSO_LENGTH * (lh[:3] - ls[:3]), [min(ls[3], lh[3])]]),
+        np.concatenate([rs[:3] + TORSO_LENGTH * (rh[:3] - rs[:3]), [min(rs[3], rh[3])]]),
     ])
+    extra = np.concatenate([extra, [np.concatenate([(extra[3, :3] + extra[4, :3]) / 2,
+                                                    [min(extra[3, 3], extra[4, 3])]])]])
     return np.concatenate([pose, extra], 0)
 
 
@@ -92,7 +99,9 @@ def parts_and_depth(
     vis = pts[:, 3]
     # Unreliable landmarks keep their place but lose their depth: occluded joints' z is a guess.
     z = pts[:, 2] * np.clip(vis / 0.5, 0.0, 1.0)
-    use = (vis[_SEG_A] >= MIN_VISIBILITY) & (vis[_SEG_B] >= MIN_VISIBILITY)
+    # A segment needs its proximal end seen; the distal end may be MediaPipe's estimate (an
+    # occluded or out-of-frame joint still gives the limb's direction).
+    use = vis[_SEG_A] >= MIN_VISIBILITY
     if not use.any():
         use[:2] = True  # at least head and torso: the caller only asks when shoulders exist
     a, b = pts[_SEG_A[use], :2], pts[_SEG_B[use], :2]
@@ -114,7 +123,7 @@ def parts_and_depth(
     labels = cls[nearest].reshape(h, w)
 
     # Region overrides: the torso quad and hand hulls are solid, not just their centre lines.
-    torso_ids = [_P[k] for k in ("left_shoulder", "right_shoulder", "right_hip", "left_hip")]
+    torso_ids = [_P["left_shoulder"], _P["right_shoulder"], LOW_RIGHT, LOW_LEFT]
     if (vis[torso_ids] >= MIN_VISIBILITY).all():
         labels[_fill(shape, pts[torso_ids])] = PART_ID["Torso"]
     for side, hand in (("Left", left_hand), ("Right", right_hand)):

@@ -13,15 +13,8 @@ Pure numpy + OpenCV.
 
 from __future__ import annotations
 
-import math
-
 import cv2
 import numpy as np
-
-# Default field of view across the photo's LONG side when EXIF/user gives none: 53.13 deg,
-# i.e. focal length = long side in pixels (Sapiens2's canonical 768 px focal at 768 px input;
-# a "35 mm-equivalent" lens on the long side).
-DEFAULT_FOV_DEG = 2.0 * math.degrees(math.atan(0.5))
 
 # Human cross-sections are flatter than circles (a torso ~0.33 m wide is ~0.22 m deep).
 CROSS_SECTION_ASPECT = 0.7
@@ -30,19 +23,11 @@ MIN_DISTANCE, MAX_DISTANCE = 0.3, 50.0
 SHOULDER_WIDTH_M = 0.38  # fallback when the landmark fit is not possible
 
 
-def default_intrinsics(height: int, width: int, fov_deg: float = DEFAULT_FOV_DEG) -> np.ndarray:
-    """Pinhole K for square pixels, principal point at the centre, ``fov_deg`` over the long side."""
-    focal = 0.5 * max(height, width) / math.tan(math.radians(fov_deg) / 2.0)
-    return np.array(
-        [[focal, 0.0, width / 2.0], [0.0, focal, height / 2.0], [0.0, 0.0, 1.0]], np.float32
-    )
-
-
 def distance_from_landmarks(
     pixels: np.ndarray, world: np.ndarray, visibility: np.ndarray, focal: float,
     min_visibility: float = 0.5,
 ) -> float | None:
-    """Camera distance (m) of the world landmarks' origin by a weak-perspective fit, or None.
+    """Camera distance (m) of the visible landmarks' centroid by a weak-perspective fit, or None.
 
     ``pixels`` [N,2] image positions, ``world`` [N,3] metric landmarks (x right, y down),
     ``visibility`` [N]. Solves pixels ~ s * world_xy + t in least squares; Z0 = f / s.

@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""`auto`: Sapiens2 where it can run well, else the offline `mediapipe` backend. Says which, and why.
+
+The choice is made lazily, on first load, so merely listing models never imports torch:
+1. the Sapiens2 backend module must be installed (it is absent in a torch-free install);
+2. an accelerator (CUDA / MPS) must be present: Sapiens2 on a laptop CPU takes tens of
+   seconds per photo, MediaPipe well under one;
+3. Sapiens2's weights must be cached locally or downloadable (not offline without a cache).
+If the chosen Sapiens2 model then fails to load, auto falls back to mediapipe and says so.
+The decision is logged, returned by ``describe()`` and appended to every response's ``source``.
+Environment: ``SAPIENS_AUTO_SIZE`` (default 0.4b) picks the Sapiens2 size;
+``SAPIENS_AUTO_MODEL`` forces a model name (e.g. ``mediapipe``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+
+import numpy as np
+
+from . import base
+from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress
+
+log = logging.getLogger("inference_server.auto")
+
+FALLBACK = "mediapipe"
+DEFAULT_SAPIENS2_SIZE = "0.4b"
+
+
+def choose(sapiens2_module: str = "inference_server.backends.sapiens2") -> tuple[str, str]:
+    """(model name, human-readable reason). Imports torch only when Sapiens2 is installed."""
+    forced = os.environ.get("SAPIENS_AUTO_MODEL", "").strip()
+    if forced:
+        return forced, f"SAPIENS_AUTO_MODEL={forced} is set"
+    size = os.environ.get("SAPIENS_AUTO_SIZE", DEFAULT_SAPIENS2_SIZE).strip() or DEFAULT_SAPIENS2_SIZE
+    try:
+        sapiens2 = importlib.import_module(sapiens2_module)
+    except ModuleNotFoundError as exc:
+        return FALLBACK, f"the Sapiens2 backend is not installed ({exc.name} missing)"
+    try:
+        accelerator = sapiens2.accelerator_available()
+    except Exception as exc:  # a broken torch install must not stop the offline path
+        return FALLBACK, f"could not query for a GPU ({type(exc).__name__}: {exc})"
+    if not accelerator:
+        return FALLBACK, "no GPU/accelerator found (CUDA or MPS); Sapiens2 on this CPU would be slow"
+    if not sapiens2.weights_available(size):
+        return FALLBACK, (f"Sapiens2 {size} weights are not cached and cannot be downloaded "
+                          "(offline: HF_HUB_OFFLINE is set)")
+    return f"sapiens2-{size}", f"{accelerator} available and Sapiens2 {size} weights available"
+
+
+class AutoBackend(Backend):
+    name = "auto"
+    platform = "auto"
+
+    def __init__(self, chooser=choose):
+        self._chooser = chooser
+        self._lock = threading.Lock()
+        self._inner: Backend | None = None
+        self.choice: str | None = None
+        self.reason: str = "not decided yet: decided when the model first loads"
+
+    def _resolve(self) -> Backend:
+        if self._inner is not None:
+            return self._inner
+        name, reason = self._chooser()
+        try:
+            inner = base.create(name)
+        except KeyError:
+            if name == FALLBACK:
+                raise BackendError(f"auto chose {FALLBACK!r} ({reason}) but it is not registered", 503)
+            reason = f"{reason}; but model {name!r} is not registered"
+            name, inner = FALLBACK, base.create(FALLBACK)
+        self._inner, self.choice, self.reason = inner, name, reason
+        self.version = getattr(inner, "version", "1")
+        log.info("auto: using %s because %s", name, reason)
+        return inner
+
+    def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
+        with self._lock:
+            inner = self._resolve()
+            progress("load", None, f"auto: using {self.choice} ({self.reason})")
+            try:
+                inner.load(progress, cancel)
+            except base.Cancelled:
+                raise
+            except Exception as exc:
+                if self.choice == FALLBACK:
+                    raise
+                failed, why = self.choice, f"{type(exc).__name__}: {exc}"
+                log.warning("auto: %s failed to load (%s); falling back to %s", failed, why, FALLBACK)
+                self._inner, self.choice = base.create(FALLBACK), FALLBACK
+                self.reason = f"{failed} failed to load ({why})"
+                progress("load", None, f"auto: using {FALLBACK} ({self.reason})")
+                self._inner.load(progress, cancel)
+
+    def unload(self) -> None:
+        with self._lock:
+            if self._inner is not None:
+                self._inner.unload()
+
+    @property
+    def loaded(self) -> bool:
+        return self._inner is not None and self._inner.loaded
+
+    def describe(self) -> dict:
+        facts = {"resolved": self.choice, "reason": self.reason}
+        if self._inner is not None:
+            facts.update({f"{self.choice}.{k}": v for k, v in self._inner.describe().items()})
+        return facts
+
+    def analyze(
+        self,
+        image: np.ndarray,
+        options: AnalyzeOptions,
+        progress: ProgressFn = no_progress,
+        cancel: CancelToken | None = None,
+    ) -> dict[str, np.ndarray]:
+        if not self.loaded:
+            self.load(progress, cancel)
+        maps = self._inner.analyze(image, options, progress, cancel)
+        inner_source = maps.get("source", self.choice)
+        if isinstance(inner_source, np.ndarray):
+            inner_source = str(inner_source.reshape(-1)[0])
+        maps["source"] = f"{inner_source} (auto: {self.reason})"
+        return maps
+
+
+def register_all() -> None:
+    base.register("auto", AutoBackend)
