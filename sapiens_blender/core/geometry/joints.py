@@ -32,6 +32,10 @@ class LimbRule:
     parts: tuple[str, ...]  # part classes that belong to this limb (clothing always allowed)
     max_half: float  # metres: a cap on the half-thickness (guards against merged silhouettes)
     default_half: float  # metres: used when the width cannot be measured
+    # A bendable joint (elbow, knee): the width is measured on both segments, ``along`` of the way
+    # to each neighbour (clear of the fold at the joint), and the smaller one kept.
+    also_from: str | None = None
+    depth_parts: tuple[str, ...] = ()  # extra classes the keypoint itself may lie on (not for width)
 
 
 _CLOTHES = ("Apparel", "Upper_Clothing", "Lower_Clothing")
@@ -39,11 +43,15 @@ _CLOTHES = ("Apparel", "Upper_Clothing", "Lower_Clothing")
 
 def _side_rules(side: str, s: str) -> dict[str, LimbRule]:
     return {
-        f"{side}_shoulder": LimbRule(f"{side}_elbow", 0.3, (f"{s}_Upper_Arm",), 0.09, 0.05),
-        f"{side}_elbow": LimbRule(f"{side}_wrist", 0.0, (f"{s}_Upper_Arm", f"{s}_Lower_Arm"), 0.07, 0.04),
+        f"{side}_shoulder": LimbRule(f"{side}_elbow", 0.3, (f"{s}_Upper_Arm",), 0.09, 0.05,
+                                     depth_parts=("Torso",)),
+        f"{side}_elbow": LimbRule(f"{side}_wrist", 0.2, (f"{s}_Upper_Arm", f"{s}_Lower_Arm"), 0.07, 0.04,
+                                  also_from=f"{side}_shoulder"),
         f"{side}_wrist": LimbRule(f"{side}_elbow", 0.0, (f"{s}_Lower_Arm", f"{s}_Hand"), 0.05, 0.03),
-        f"{side}_hip": LimbRule(f"{side}_knee", 0.3, (f"{s}_Upper_Leg",), 0.12, 0.08),
-        f"{side}_knee": LimbRule(f"{side}_ankle", 0.0, (f"{s}_Upper_Leg", f"{s}_Lower_Leg"), 0.08, 0.05),
+        f"{side}_hip": LimbRule(f"{side}_knee", 0.3, (f"{s}_Upper_Leg",), 0.12, 0.08,
+                                depth_parts=("Torso",)),
+        f"{side}_knee": LimbRule(f"{side}_ankle", 0.2, (f"{s}_Upper_Leg", f"{s}_Lower_Leg"), 0.08, 0.05,
+                                 also_from=f"{side}_hip"),
         f"{side}_ankle": LimbRule(f"{side}_knee", 0.0,
                                   (f"{s}_Lower_Leg", f"{s}_Foot", f"{s}_Shoe", f"{s}_Sock"), 0.06, 0.04),
     }
@@ -88,32 +96,19 @@ def lift_joints(maps: Maps, person_id: int, mesh=None, min_score: float = 0.3) -
     hints: dict[str, np.ndarray] = {}  # 2D positions of keypoints we could not lift directly
     notes: dict[str, str] = {}
     # Limbs first (vectorised width measurement), then surface keypoints.
-    names = [n for n in LIMB_RULES if _score(kp, n) >= min_score]
-    centres, dirs, ok = [], [], []
-    for n in names:
-        rule = LIMB_RULES[n]
-        p = kp[KEYPOINT_INDEX[n], :2]
-        q = kp[KEYPOINT_INDEX[rule.towards], :2] if _score(kp, rule.towards) > 0 else None
-        if q is None or np.allclose(p, q):
-            centres.append(p), dirs.append(np.array([0.0, 1.0])), ok.append(False)
-        else:
-            centres.append(p + rule.along * (q - p)), dirs.append(q - p), ok.append(True)
-    regions = [_region(maps, person, name_to_id, LIMB_RULES[n].parts) for n in names]
-    widths = np.zeros(len(names))
     max_px = 0.5 * maps.width
-    for i, n in enumerate(names):  # one call per joint: each has its own region (a few dozen)
-        widths[i] = widths_across(regions[i], centres[i][None], dirs[i][None], max_px)[0]
-    for i, n in enumerate(names):
+    for n in (n for n in LIMB_RULES if _score(kp, n) >= min_score):
         rule = LIMB_RULES[n]
         p = kp[KEYPOINT_INDEX[n], :2]
-        zs = _surface_depth(z, regions[i], p, radius=max(1.5, 0.15 * widths[i]))
+        region = _region(maps, person, name_to_id, rule.parts)
+        width = _limb_width(kp, n, rule, region, max_px)
+        depth_region = region | _region(maps, person, name_to_id, rule.depth_parts, clothes=False) \
+            if rule.depth_parts else region
+        zs = _surface_depth(z, depth_region, p, radius=max(1.5, 0.15 * (width or 0.0)))
         if zs is None:
             hints[n], notes[n] = p, "keypoint not on the visible limb (occluded or off the person)"
             continue
-        if ok[i] and widths[i] > 0:
-            half = min(0.5 * widths[i] * zs / focal, rule.max_half)
-        else:
-            half = rule.default_half
+        half = min(0.5 * width * zs / focal, rule.max_half) if width else rule.default_half
         lifted[n] = Joint(n, unproject(p[1] - 0.5, p[0] - 0.5, zs + half, k), estimated=False)
     for n, (parts, below) in SURFACE_RULES.items():
         if _score(kp, n) < min_score:
@@ -140,10 +135,28 @@ def _score(kp: np.ndarray, name: str) -> float:
     return s if np.isfinite(x) and np.isfinite(y) else 0.0
 
 
-def _region(maps: Maps, person: np.ndarray, name_to_id: dict, parts: tuple[str, ...]) -> np.ndarray:
+def _limb_width(kp, name, rule: LimbRule, region, max_px) -> float | None:
+    """Silhouette width (px) across the limb; the smaller of two for a bent joint; None if the
+    limb direction is unknown or the sample point is off the limb."""
+    p = kp[KEYPOINT_INDEX[name], :2]
+    found = []
+    for other, along in ((rule.towards, rule.along), (rule.also_from, rule.along)):
+        if other is None or _score(kp, other) <= 0:
+            continue
+        q = kp[KEYPOINT_INDEX[other], :2]
+        if np.linalg.norm(q - p) < 1.0:
+            continue
+        w = widths_across(region, (p + along * (q - p))[None], (q - p)[None], max_px)[0]
+        if w > 0:
+            found.append(w)
+    return min(found) if found else None
+
+
+def _region(maps: Maps, person: np.ndarray, name_to_id: dict, parts: tuple[str, ...],
+            clothes: bool = True) -> np.ndarray:
     """The person's pixels of the given parts (plus clothing); the whole person when the maps
     carry no part labels for them (all background)."""
-    ids = [name_to_id[p] for p in parts + _CLOTHES if p in name_to_id]
+    ids = [name_to_id[p] for p in parts + (_CLOTHES if clothes else ()) if p in name_to_id]
     labels = maps.parts
     if not (labels[person] > 0).any():
         return person

@@ -32,7 +32,10 @@ class JointSet(dict):
     report: dict
 
 
-def fill_and_derive(lifted: dict, hints: dict, k: np.ndarray, notes: dict | None = None) -> JointSet:
+def fill_and_derive(lifted: dict, hints: dict, k: np.ndarray, notes: dict | None = None,
+                    neck_at_shoulders: bool = True) -> JointSet:
+    """Fill missing limb joints, then add DERIVED_JOINTS. ``lifted``: {name: Joint} measured;
+    ``hints``: {name: (x, y)} keypoints seen but not liftable; ``k``: intrinsics."""
     j = {n: v.xyz.astype(np.float64) for n, v in lifted.items()}
     filled: dict[str, str] = {}
     notes = dict(notes or {})
@@ -67,7 +70,11 @@ def fill_and_derive(lifted: dict, hints: dict, k: np.ndarray, notes: dict | None
     # Neck inside the body: on its keypoint ray at the shoulders' mean depth, else mid-shoulders.
     if len(shoulders) == 2:
         mid = 0.5 * (shoulders[0] + shoulders[1])
-        j["neck"] = _on_ray(_project(j["neck"], k), k, mid[2]) if "neck" in j else mid
+        if "neck" not in j:
+            j["neck"] = mid
+            filled["neck"] = "mid-shoulders"
+        elif neck_at_shoulders:
+            j["neck"] = _on_ray(_project(j["neck"], k), k, mid[2])
     lateral, up, forward = _body_axes(j)
 
     for side in ("left", "right"):
@@ -91,9 +98,11 @@ def fill_and_derive(lifted: dict, hints: dict, k: np.ndarray, notes: dict | None
                 filled[c] = "partner bone mirrored" if partner is not None else "default proportions"
 
     derived = _derive(j, lateral, up, forward, torso, filled)
+    derived -= set(lifted)  # joints given as input (a joints file) are kept as they are
     out = JointSet()
     for n, xyz in j.items():
-        out[n] = Joint(n, np.asarray(xyz, np.float64), estimated=(n in filled or n in derived))
+        was = bool(lifted[n].estimated) if n in lifted else False  # e.g. read from a joints file
+        out[n] = Joint(n, np.asarray(xyz, np.float64), estimated=(was or n in filled or n in derived))
     missing = sorted(n for n in hints if n not in out)
     out.report = {
         "lifted": sorted(n for n in lifted),
@@ -109,6 +118,8 @@ def _derive(j, lateral, up, forward, torso, filled) -> set:
     derived = set()
 
     def put(name, xyz):
+        if name in j and name != "neck":  # given (e.g. by a joints file): keep it
+            return
         j[name] = np.asarray(xyz, np.float64)
         derived.add(name)
 

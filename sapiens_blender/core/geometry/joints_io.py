@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The joints file (docs/maps_format.md): 3D joints per person, camera frame, metres.
+
+Keys are Goliath-308 keypoint names; the derived joints of the skeleton (``pelvis``, ``spine``,
+``head_top``, ...) may be present too. Reading fills in the derived joints a file leaves out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..goliath import KEYPOINT_INDEX
+from .joints_fill import DERIVED_JOINTS, JointSet, fill_and_derive
+from .types import Joint
+
+KNOWN_NAMES = frozenset(KEYPOINT_INDEX) | frozenset(DERIVED_JOINTS)
+
+
+class JointsFileError(ValueError):
+    """The joints file is malformed; the message says where."""
+
+
+def write(path, people: dict) -> Path:
+    """Write {person_id: {name: Joint}} atomically (temp file + rename)."""
+    path = Path(path)
+    doc = {"people": [
+        {"id": int(pid), "joints": {n: {"xyz": [float(c) for c in np.asarray(j.xyz).reshape(3)],
+                                         "estimated": bool(j.estimated)} for n, j in joints.items()}}
+        for pid, joints in sorted(people.items())
+    ]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".json.tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read(path, complete: bool = True) -> dict[int, dict[str, Joint]]:
+    """{person_id: {name: Joint}}; with ``complete`` the derived joints are added when absent."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise JointsFileError(f"{path} is not valid JSON: {exc}") from exc
+    return parse(doc, complete=complete, source=str(path))
+
+
+def parse(doc, complete: bool = True, source: str = "joints") -> dict[int, dict[str, Joint]]:
+    if not isinstance(doc, dict) or not isinstance(doc.get("people"), list):
+        raise JointsFileError(f'{source}: expected {{"people": [...]}}')
+    out: dict[int, dict[str, Joint]] = {}
+    for i, person in enumerate(doc["people"]):
+        where = f"{source}: people[{i}]"
+        if not isinstance(person, dict) or not isinstance(person.get("joints"), dict):
+            raise JointsFileError(f'{where}: expected {{"id": int, "joints": {{...}}}}')
+        pid = person.get("id")
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid < 1:
+            raise JointsFileError(f"{where}: id must be a positive integer (the mask's person id), got {pid!r}")
+        if pid in out:
+            raise JointsFileError(f"{where}: person id {pid} appears twice")
+        joints = {}
+        for name, entry in person["joints"].items():
+            if name not in KNOWN_NAMES:
+                raise JointsFileError(f"{where}: unknown joint name {name!r} (Goliath-308 names expected)")
+            xyz = entry.get("xyz") if isinstance(entry, dict) else None
+            try:
+                arr = np.asarray(xyz, np.float64).reshape(3)
+            except (TypeError, ValueError):
+                raise JointsFileError(f"{where}.{name}: xyz must be 3 numbers, got {xyz!r}") from None
+            if not np.isfinite(arr).all():
+                raise JointsFileError(f"{where}.{name}: xyz must be finite, got {xyz!r}")
+            est = entry.get("estimated", False)
+            if not isinstance(est, bool):
+                raise JointsFileError(f"{where}.{name}: estimated must be true or false, got {est!r}")
+            joints[name] = Joint(name, arr, estimated=est)
+        if complete:
+            joints = fill_and_derive(joints, {}, np.eye(3), neck_at_shoulders=False)
+        else:
+            js = JointSet(joints)
+            js.report = {}
+            joints = js
+        out[pid] = joints
+    return out
