@@ -18,6 +18,9 @@ from ..core.jobs import Job
 from . import state
 
 PUMP_INTERVAL = 0.1
+# None: block only in background mode. Tests set False to drive the interactive path by hand
+# (the bpy module never fires timers, so they pump the job themselves).
+BLOCKING: bool | None = None
 
 
 def launch(job: Job, kind: str, *, setup: bool = False) -> Job:
@@ -28,7 +31,8 @@ def launch(job: Job, kind: str, *, setup: bool = False) -> Job:
     else:
         session.job, session.job_kind = job, kind
         session.clear_error()
-    if bpy.app.background:
+    blocking = bpy.app.background if BLOCKING is None else BLOCKING
+    if blocking:
         job.run_blocking()
         redraw_ui()
     else:

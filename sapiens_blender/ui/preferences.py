@@ -22,6 +22,7 @@ FAMILIES = [
     ("sapiens2", "Sapiens2", "Meta Sapiens2: metric depth/pointmap (torch; weights from Hugging Face)"),
     ("sapiens", "Sapiens v1", "Meta Sapiens v1: relative depth (torch; CC BY-NC weights)"),
     ("mediapipe", "MediaPipe (CPU)", "Offline CPU model, no torch needed; coarser results"),
+    ("custom", "Other", "Any model name the server lists (e.g. from a --backend-module plugin)"),
 ]
 SIZES = {
     "sapiens2": ["0.4b", "0.8b", "1b", "5b"],
@@ -69,6 +70,8 @@ def server_config(context=None) -> state.ServerConfig:
         return state.ServerConfig(python=sys.executable, online=bool(bpy.app.online_access))
     family = prefs.model_family
     model = f"{family}-{prefs.model_size}" if family in SIZES else family
+    if family == "custom":
+        model = prefs.custom_model.strip() or "auto"
     return state.ServerConfig(
         mode=prefs.server_mode,
         python=bpy.path.abspath(prefs.python_path) if prefs.python_path else "",
@@ -80,6 +83,8 @@ def server_config(context=None) -> state.ServerConfig:
         weights_dir=weights_dir(prefs),
         online=bool(bpy.app.online_access),
         extra_args=state.parse_extra_args(prefs.extra_server_args),
+        # Folders holding extra backend plugins (see docs/user_guide.md, "Advanced").
+        extra_pythonpath=os.environ.get("SAPIENS_SERVER_PYTHONPATH", ""),
     )
 
 
@@ -100,6 +105,7 @@ class SapiensPreferences(bpy.types.AddonPreferences):
     remote_token: StringProperty(name="Token", subtype="PASSWORD")
     model_family: EnumProperty(name="Model", items=FAMILIES, default="auto")
     model_size: EnumProperty(name="Size", items=_size_items)
+    custom_model: StringProperty(name="Model Name", description="A model name the server lists")
     device: EnumProperty(
         name="Device",
         items=[("auto", "Automatic", "CUDA, then Apple MPS, then CPU"), ("cuda", "CUDA", "NVIDIA GPU"),
@@ -147,6 +153,8 @@ def draw_preferences(prefs, layout) -> None:
     col.prop(prefs, "model_family")
     if prefs.model_family in SIZES:
         col.prop(prefs, "model_size")
+    elif prefs.model_family == "custom":
+        col.prop(prefs, "custom_model")
     col.prop(prefs, "device")
     col.prop(prefs, "precision")
     col.prop(prefs, "weights_dir")

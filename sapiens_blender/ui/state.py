@@ -46,6 +46,7 @@ class ServerConfig:
     weights_dir: str = ""
     online: bool = False
     extra_args: tuple[str, ...] = ()
+    extra_pythonpath: str = ""  # folders of extra --backend-module plugins
     startup_timeout: float = 180.0
 
     def environment(self) -> dict[str, str]:
@@ -54,6 +55,8 @@ class ServerConfig:
         if self.weights_dir:
             env["HF_HOME"] = self.weights_dir
             env["SAPIENS_WEIGHTS_DIR"] = self.weights_dir
+        if self.extra_pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join([str(server_source_root()), self.extra_pythonpath])
         if not self.online:
             # Blender's "Allow Online Access" is off: weights must already be in the cache.
             env["HF_HUB_OFFLINE"] = "1"

@@ -1,0 +1,197 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The add-on's operators in EXEC mode against a real server subprocess serving a tiny numpy
+backend (tiny_person_backend.py: two synthetic people), through the bpy module."""
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+import addon_utils  # noqa: E402  (ships with bpy)
+from PIL import Image  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def addon(tmp_path_factory):
+    os.environ["SAPIENS_SERVER_PYTHONPATH"] = f"{ROOT}{os.pathsep}{HERE}"
+    os.environ["TINY_PERSON_STAGE_SECONDS"] = "0.12"
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    addon_utils.enable("sapiens_blender", default_set=True, handle_error=None)
+    from sapiens_blender.ui import jobs, preferences, state
+
+    prefs = preferences.get_prefs()
+    prefs.python_path = sys.executable
+    prefs.model_family = "custom"
+    prefs.custom_model = "tiny-person"
+    prefs.extra_server_args = "--backend-module tiny_person_backend"
+    photo = tmp_path_factory.mktemp("photo") / "two_people.png"
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 255, (72, 96, 3), dtype=np.uint8)).save(photo)
+    bpy.context.scene.sapiens.photo_path = str(photo)
+    yield {"prefs": preferences.get_prefs, "state": state, "jobs": jobs, "photo": photo}
+    jobs.BLOCKING = None
+    addon_utils.disable("sapiens_blender", default_set=True)
+    os.environ.pop("SAPIENS_SERVER_PYTHONPATH", None)
+    assert not hasattr(bpy.types, "SAPIENS_PT_main") and not hasattr(bpy.types.Scene, "sapiens")
+
+
+def call(op):
+    """Run an operator; an ERROR report surfaces as RuntimeError in the bpy module."""
+    try:
+        return op()
+    except RuntimeError as exc:
+        return {"ERROR: " + str(exc)}
+
+
+def objects_of(kind):
+    return [o for o in bpy.data.objects if o.type == kind]
+
+
+def test_analyze_stores_maps_and_shows_them_as_images(addon):
+    state = addon["state"]
+    assert bpy.ops.sapiens.analyze() == {"FINISHED"}, state.SESSION.last_error
+    scene = bpy.context.scene
+    props = scene.sapiens
+    assert props.analysis is not None and state.SESSION.server_state() == "ready"
+    for image in (props.parts_image, props.normal_image, props.depth_image):
+        assert tuple(image.size) == (96, 72) and image.packed_file is not None
+    parts = np.array(props.parts_image.pixels[:]).reshape(72, 96, 4)
+    assert parts[..., :3].max() > 0 and parts[0, 0, :3].max() == 0  # people coloured, background black
+    from sapiens_blender.ui import properties, storage
+
+    assert storage.analysis_summary(scene)["people"] == [1, 2]
+    items = [i[0] for i in properties._person_items(props, bpy.context)]
+    assert items == ["ALL", "1", "2"]  # the person selector's choices
+    assert "2 people found" in state.SESSION.last_info
+
+
+def test_each_build_operator_creates_its_objects(addon):
+    cams, meshes = len(objects_of("CAMERA")), len(objects_of("MESH"))
+    assert bpy.ops.sapiens.build_mesh() == {"FINISHED"}
+    assert len(objects_of("CAMERA")) == cams + 1 and len(objects_of("MESH")) == meshes + 2
+    assert not objects_of("ARMATURE")
+
+    images = set(bpy.data.images.keys())
+    assert bpy.ops.sapiens.build_normal_texture() == {"FINISHED"}
+    new = sorted(set(bpy.data.images.keys()) - images)
+    assert len(new) == 2  # (Build Mesh already made one per person: these get .001 suffixes)
+    assert [n.rsplit(".", 1)[0] for n in new] == ["Sapiens two_people person 1 normals",
+                                                  "Sapiens two_people person 2 normals"]
+    assert bpy.data.images[new[0]].colorspace_settings.name == "Non-Color"
+
+    bpy.context.scene.sapiens.person = "2"  # the person selector: only person 2
+    materials = set(bpy.data.materials.keys())
+    meshes = len(objects_of("MESH"))
+    assert bpy.ops.sapiens.build_part_materials() == {"FINISHED"}
+    assert len(objects_of("MESH")) == meshes + 1
+    new_mesh = [o for o in objects_of("MESH") if "person 2" in o.name][-1]
+    assert len(new_mesh.data.materials) > 1 and len(new_mesh.vertex_groups) > 1
+    assert len(set(bpy.data.materials.keys()) - materials) > 1
+
+    assert bpy.ops.sapiens.build_armature() == {"FINISHED"}
+    arms = objects_of("ARMATURE")
+    assert len(arms) == 1 and len(arms[0].data.bones) > 10
+    skinned = [o for o in objects_of("MESH") if o.parent == arms[0]]
+    assert len(skinned) == 1 and len(skinned[0].vertex_groups) > 1
+
+    bpy.context.scene.sapiens.person = "ALL"
+    assert bpy.ops.sapiens.build_all() == {"FINISHED"}
+    assert len(objects_of("ARMATURE")) == 3
+
+
+def test_free_memory_then_stop(addon):
+    state = addon["state"]
+    assert bpy.ops.sapiens.free_memory() == {"FINISHED"}
+    assert "tiny-person" in state.SESSION.last_info
+    assert bpy.ops.sapiens.server_stop() == {"FINISHED"}
+    assert state.SESSION.server_state() == "stopped"
+    assert not bpy.ops.sapiens.free_memory.poll()
+
+
+def test_analysis_survives_save_and_reopen(addon, tmp_path):
+    path = tmp_path / "saved.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    bpy.ops.wm.read_homefile(use_empty=True)  # a new file; the add-on stays enabled
+    assert bpy.context.scene.sapiens.analysis is None
+    bpy.ops.wm.open_mainfile(filepath=str(path))
+    scene = bpy.context.scene
+    assert scene.sapiens.analysis is not None and scene.sapiens.parts_image.size[0] == 96
+    assert addon["state"].SESSION.server_state() == "stopped"  # no server needed to rebuild
+    meshes = len(objects_of("MESH"))
+    assert bpy.ops.sapiens.build_mesh() == {"FINISHED"}
+    assert len(objects_of("MESH")) == meshes + 2
+
+
+def test_cancel_stops_a_running_analysis(addon):
+    """The interactive path: the operator returns at once, Cancel is clicked, the job pumps."""
+    state, jobs = addon["state"], addon["jobs"]
+    jobs.BLOCKING = False
+    try:
+        bpy.context.scene.sapiens.photo_path = str(addon["photo"])
+        start = time.monotonic()
+        assert bpy.ops.sapiens.analyze() == {"FINISHED"}
+        job = state.SESSION.job
+        assert state.SESSION.panel_state() == state.BUSY
+        while "infer" not in job.stage and time.monotonic() - start < 60:
+            job.pump()
+            time.sleep(0.02)
+        assert "infer" in job.stage, job.message  # progress arrived while it ran
+        assert bpy.ops.sapiens.cancel.poll() and bpy.ops.sapiens.cancel() == {"FINISHED"}
+        assert job.wait(10)
+        assert job.state == "cancelled" and not bpy.ops.sapiens.cancel.poll()
+        assert state.SESSION.panel_state() != state.BUSY
+    finally:
+        jobs.BLOCKING = None
+
+
+def test_killed_server_gives_a_clear_message_and_restarts(addon):
+    state = addon["state"]
+    assert bpy.ops.sapiens.server_start() == {"FINISHED"}, state.SESSION.last_error
+    first_pid = state.SESSION.server.pid
+
+    def kill_when_inferring():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            job = state.SESSION.job
+            if job is not None and job.state == "running" and state.SESSION.job_kind == "analyze":
+                time.sleep(0.25)  # well inside the ~0.5 s inference
+                os.kill(first_pid, signal.SIGKILL)
+                return
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_when_inferring)
+    killer.start()
+    result = call(bpy.ops.sapiens.analyze)
+    killer.join()
+    assert list(result)[0].startswith("ERROR: ") and "server" in list(result)[0]
+    message = state.SESSION.last_error.lower()
+    assert "server" in message and ("stopped" in message or "closed" in message or "not running" in message), message
+    assert bpy.ops.sapiens.analyze() == {"FINISHED"}, state.SESSION.last_error
+    assert state.SESSION.server.pid != first_pid and not state.SESSION.last_error
+
+
+def test_wrong_interpreter_gives_a_clear_message(addon):
+    state, prefs = addon["state"], addon["prefs"]()
+    good = prefs.python_path
+    prefs.python_path = "/no/such/python3"
+    try:
+        assert "/no/such/python3" in list(call(bpy.ops.sapiens.analyze))[0]
+        message = state.SESSION.last_error
+        assert "/no/such/python3" in message and "preferences" in message, message
+        assert state.SESSION.panel_state() == state.ERROR
+        bpy.ops.sapiens.check_interpreter()
+        assert "does not exist" in state.SESSION.check_result["message"]
+    finally:
+        prefs.python_path = good
+        bpy.ops.sapiens.clear_error()
+    state.SESSION.stop_server()
