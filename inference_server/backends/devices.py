@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Device and precision choice for the torch backends, overridable, and memory hygiene.
+
+Auto choice: CUDA (bf16 where supported, else fp16; SDPA attention; torch.compile optional) >
+Apple MPS (fp32: half precision attention on MPS is not reliable across macOS versions) > CPU.
+On the CPU, bf16 only pays with native bf16 units (AMX / AVX512-BF16); without them fp32 is
+several times faster, and dynamic int8 quantisation of the Linear layers is the fast option.
+
+Overrides: constructor arguments, else ``SAPIENS_DEVICE`` (auto|cpu|cuda|cuda:N|mps),
+``SAPIENS_PRECISION`` (auto|fp32|bf16|fp16|int8) and ``SAPIENS_COMPILE`` (0|1).
+torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+log = logging.getLogger(__name__)
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
+
+
+@dataclass(frozen=True)
+class Placement:
+    device: str  # torch device string
+    precision: str  # fp32 | bf16 | fp16 | int8 (int8 = dynamic int8 Linear layers, fp32 elsewhere)
+    compile: bool = False
+
+    @property
+    def dtype(self):
+        import torch
+
+        return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision, torch.float32)
+
+    def describe(self) -> str:
+        return f"{self.device} {self.precision}" + (" compiled" if self.compile else "")
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def accelerator_available() -> str | None:
+    """'cuda' or 'mps' when torch can use one here, else None (also when torch is missing)."""
+    if not torch_available():
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return None
+
+
+@lru_cache(maxsize=1)
+def cpu_has_native_bf16() -> bool:
+    """True on CPUs with AMX-BF16 or AVX512-BF16 (Linux /proc/cpuinfo; False elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool({"amx_bf16", "avx512_bf16"} & flags)
+    except OSError:
+        pass
+    return False
+
+
+def choose_placement(device: str | None = None, precision: str | None = None,
+                     compile: bool | None = None) -> Placement:
+    device = (device or os.environ.get("SAPIENS_DEVICE") or "auto").strip().lower()
+    precision = (precision or os.environ.get("SAPIENS_PRECISION") or "auto").strip().lower()
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    import torch
+
+    if device == "auto":
+        device = accelerator_available() or "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but torch sees no CUDA GPU (is the CUDA build of torch installed?)")
+    if device == "mps" and accelerator_available() != "mps":
+        raise ValueError("device 'mps' was asked for but Apple MPS is not available")
+    kind = device.split(":")[0]
+    if kind not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, got {device!r}")
+    if precision == "auto":
+        if kind == "cuda":
+            precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        elif kind == "cpu" and cpu_has_native_bf16():
+            precision = "bf16"
+        else:
+            precision = "fp32"
+    if precision == "int8" and kind != "cpu":
+        raise ValueError("int8 (dynamic quantisation) runs on the CPU only; use bf16/fp16 on a GPU")
+    if compile is None:
+        env = os.environ.get("SAPIENS_COMPILE")
+        compile = (env == "1") if env is not None else False
+    return Placement(device, precision, bool(compile))
+
+
+def prepare_model(model, placement: Placement):
+    """Move/cast a model for ``placement``; int8 quantises its Linear layers (CPU)."""
+    import torch
+
+    model = model.eval()
+    if placement.precision == "int8":
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from torch.ao.quantization import quantize_dynamic
+
+            model = quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        return model
+    model = model.to(placement.device)
+    if placement.precision in ("bf16", "fp16"):
+        model = model.to(placement.dtype)
+    return model
+
+
+def free_memory(device: str | None = None) -> None:
+    """Give cached accelerator memory back after an unload."""
+    gc.collect()
+    if not torch_available():
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    mps = getattr(torch, "mps", None)
+    if mps is not None and accelerator_available() == "mps":
+        mps.empty_cache()
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    name = type(exc).__name__
+    text = str(exc).lower()
+    return name == "OutOfMemoryError" or "out of memory" in text or "mps backend out of memory" in text

@@ -1,0 +1,263 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Sapiens2 backends (``sapiens2-0.4b`` ... ``sapiens2-5b``) on the native transformers classes.
+
+Weights: the hub repos ``facebook/sapiens2-{seg,pointmap,normal,pose}-{size}`` (config.json plus
+the safetensors the config names), or a local folder (weights.py). Preprocessing is ours
+(resize_pad.py) because transformers' Sapiens2ImageProcessor needs torchvision:
+seg = plain resize; normal and pointmap = aspect-preserving resize + centred padding; pose =
+top-down crops at the model's 3:4 aspect. Everything is then converted by sapiens_pipeline.py.
+
+torch/transformers are imported lazily: importing this module (the server catalog does) is cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..processing.goliath import PART_NAMES_SAPIENS2
+from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
+from . import devices, weights
+from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress, register
+from .sapiens_pipeline import StageTimes, run_pipeline
+
+log = logging.getLogger(__name__)
+
+SIZES = ("0.4b", "0.8b", "1b", "5b")
+# Our task name -> (hub task name, transformers class name)
+TASKS = {
+    "seg": ("seg", "Sapiens2ForSemanticSegmentation"),
+    "depth": ("pointmap", "Sapiens2ForPointmapEstimation"),
+    "normal": ("normal", "Sapiens2ForNormalEstimation"),
+    "pose": ("pose", "Sapiens2ForPoseEstimation"),
+}
+
+
+def repo_id(task: str, size: str) -> str:
+    return f"facebook/sapiens2-{TASKS[task][0]}-{size}"
+
+
+def accelerator_available() -> str | None:
+    """'cuda' / 'mps' when torch can use one, else None."""
+    return devices.accelerator_available()
+
+
+def weights_available(size: str, task: str | None = None) -> bool:
+    """True when the weights of ``task`` (all four when None) are local or may be downloaded."""
+    if size not in SIZES:
+        return False
+    tasks = [task] if task else list(TASKS)
+    try:
+        return all(weights.cached_or_downloadable(repo_id(t, size)) for t in tasks)
+    except Exception:  # unreadable cache entries mean "not available", never a crash of the caller
+        return False
+
+
+class Sapiens2Runner:
+    """Calls the four task models with the reference pre/post-processing (see sapiens_pipeline)."""
+
+    metric = True
+    part_names = PART_NAMES_SAPIENS2
+    mean, std = SAPIENS2_MEAN, SAPIENS2_STD
+
+    def __init__(self, backend: "Sapiens2Backend"):
+        self.b = backend
+        self.source = backend.name
+        self.last_normal_signs = None
+
+    @property
+    def pose_input_hw(self):
+        return self.b.input_hw("pose")
+
+    def _forward(self, task, x):
+        import torch
+
+        model = self.b.models[task]
+        x = x.to(self.b.placement.device, self.b.placement.dtype if self.b.placement.precision in ("bf16", "fp16")
+                 else torch.float32)
+        try:
+            with torch.inference_mode():
+                return model(pixel_values=x)
+        except RuntimeError as exc:
+            if devices.is_out_of_memory(exc):
+                devices.free_memory()
+                raise BackendError(
+                    f"out of memory running {self.b.name} {task} on {self.b.placement.device}: try a smaller "
+                    "size (e.g. sapiens2-0.4b), a smaller max_side, or the CPU (SAPIENS_DEVICE=cpu)",
+                    status=503) from exc
+            raise
+
+    def _dense(self, task, photo, hw, keep_aspect: bool, field: str):
+        from ..processing.resize_pad import plan_input, to_model_input, to_photo_grid
+
+        plan = plan_input(photo.shape[-2:], self.b.input_hw(task), keep_aspect)
+        out = self._forward(task, to_model_input(photo, plan, self.mean, self.std))
+        maps = getattr(out, field).float()
+        if field == "pointmaps" and out.scales is not None:
+            # Metric points = prediction / predicted scale (canonical-focal ratio), sapiens.md 2.8.
+            maps = maps / out.scales.float()[:, :, None, None]
+        return to_photo_grid(maps, plan, hw)
+
+    def segment(self, photo, hw):
+        # Argmax after upsampling the logits to the photo grid (not before): smooth part borders.
+        logits = self._dense("seg", photo, hw, keep_aspect=False, field="logits")
+        return logits.argmax(1)[0].cpu().numpy().astype(np.uint8)
+
+    def depth(self, photo, hw):
+        pts = self._dense("depth", photo, hw, keep_aspect=True, field="pointmaps")
+        return pts[0].permute(1, 2, 0).cpu().numpy()
+
+    def normals(self, photo, hw):
+        import torch.nn.functional as F
+
+        n = self._dense("normal", photo, hw, keep_aspect=True, field="normals")
+        n = F.normalize(n, dim=1, eps=1e-8)
+        return n[0].permute(1, 2, 0).cpu().numpy()
+
+    def pose(self, crops):
+        return self._forward("pose", crops).heatmaps.float().cpu().numpy()
+
+
+class Sapiens2Backend(Backend):
+    platform = "pytorch_transformers"
+
+    def __init__(self, size: str, device: str | None = None, precision: str | None = None,
+                 weights_dir: str | Path | None = None, tasks: tuple[str, ...] = tuple(TASKS)):
+        if size not in SIZES:
+            raise ValueError(f"Sapiens2 sizes are {', '.join(SIZES)}; got {size!r}")
+        self.size = size
+        self.name = f"sapiens2-{size}"
+        self._device, self._precision = device, precision
+        self.weights_dir = Path(weights_dir) if weights_dir else None
+        self.tasks = tuple(tasks)
+        self.models: dict = {}
+        self.placement = None
+        self.last_times = StageTimes()
+        self._lock = threading.RLock()
+        self._runner = Sapiens2Runner(self)
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    @property
+    def loaded(self) -> bool:
+        return bool(self.models) and all(t in self.models for t in self.tasks)
+
+    def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
+        with self._lock:
+            if self.loaded:
+                return
+            try:
+                self.placement = devices.choose_placement(self._device, self._precision)
+            except ValueError as exc:
+                raise BackendError(str(exc), status=400) from exc
+            for i, task in enumerate(self.tasks):
+                if task in self.models:
+                    continue
+                if cancel is not None:
+                    cancel.check()
+                progress("load", i / len(self.tasks), f"loading {repo_id(task, self.size)}")
+                self.models[task] = self._load_task(task, progress, cancel)
+            progress("load", 1.0, f"{self.name} ready on {self.placement.describe()}")
+            log.info("%s loaded on %s", self.name, self.placement.describe())
+
+    def _load_task(self, task, progress, cancel):
+        import transformers
+
+        repo = repo_id(task, self.size)
+        folder = weights.fetch_transformers_repo(repo, progress, cancel, self.weights_dir)
+        cls = getattr(transformers, TASKS[task][1])
+        try:
+            model = cls.from_pretrained(str(folder), attn_implementation="sdpa")
+        except RuntimeError as exc:
+            if devices.is_out_of_memory(exc):
+                raise self._oom(task, exc) from exc
+            raise weights.corrupt_weights_error(folder, exc) from exc
+        except (OSError, ValueError) as exc:
+            if getattr(exc, "errno", None) == 28:
+                raise BackendError(f"disk full while loading {repo}", status=507) from exc
+            raise weights.corrupt_weights_error(folder, exc) from exc
+        except Exception as exc:  # safetensors raises its own error type for truncated files
+            if type(exc).__name__ == "SafetensorError":
+                raise weights.corrupt_weights_error(folder, exc) from exc
+            raise
+        try:
+            model = devices.prepare_model(model, self.placement)
+        except RuntimeError as exc:
+            if devices.is_out_of_memory(exc):
+                raise self._oom(task, exc) from exc
+            raise
+        if self.placement.compile:
+            model.model = _compiled(model.model)
+        return model
+
+    def _oom(self, task, exc):
+        self.unload()
+        return BackendError(
+            f"out of memory loading {self.name} ({task}) on {self.placement.device}: use a smaller size "
+            "(sapiens2-0.4b / 0.8b) or the CPU (SAPIENS_DEVICE=cpu)", status=503)
+
+    def unload(self) -> None:
+        with self._lock:
+            if not self.models:
+                return
+            self.models.clear()
+            devices.free_memory()
+            log.info("%s unloaded", self.name)
+
+    def input_hw(self, task) -> tuple[int, int]:
+        size = self.models[task].config.image_size
+        return (int(size[0]), int(size[1])) if isinstance(size, (list, tuple)) else (int(size), int(size))
+
+    # --- inference -------------------------------------------------------------------------------
+    def analyze(self, image: np.ndarray, options: AnalyzeOptions, progress: ProgressFn = no_progress,
+                cancel: CancelToken | None = None) -> dict:
+        self.load(progress, cancel)
+        with self._lock:
+            missing = [t for t in options.tasks if t in TASKS and t not in self.models]
+            if missing or "seg" not in self.models:
+                raise BackendError(f"{self.name} was built without task(s) {missing or ['seg']}", status=400)
+            self.last_times = StageTimes()
+            return run_pipeline(self._runner, image, options, progress, cancel, device=self.placement.device,
+                                times=self.last_times, normal_signs_hint=self._runner.last_normal_signs)
+
+    def describe(self) -> dict:
+        return {
+            "family": "sapiens2",
+            "size": self.size,
+            "repos": [repo_id(t, self.size) for t in self.tasks],
+            "device": self.placement.describe() if self.placement else "not loaded",
+            "metric": True,
+        }
+
+
+def _compiled(module):
+    """torch.compile, falling back to eager if the first call fails (unsupported platform)."""
+    import torch
+
+    compiled = torch.compile(module, dynamic=False)
+    state = {"fn": compiled}
+
+    class Guard(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = module
+
+        def forward(self, *args, **kwargs):
+            try:
+                return state["fn"](*args, **kwargs)
+            except Exception as exc:  # compile errors surface on first call
+                if state["fn"] is module:
+                    raise
+                log.warning("torch.compile failed (%s); running eager", exc)
+                state["fn"] = module
+                return module(*args, **kwargs)
+
+    return Guard()
+
+
+def register_all() -> None:
+    """Register ``sapiens2-{size}`` for every size (nothing is loaded or downloaded here)."""
+    for size in SIZES:
+        register(f"sapiens2-{size}", lambda size=size: Sapiens2Backend(size))

@@ -1,0 +1,232 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Sapiens v1 backends (``sapiens-0.3b`` ... ``sapiens-2b``) from the TorchScript checkpoints.
+
+Weights: ``facebook/sapiens-{task}-{size}-torchscript`` holding ``<base>_torchscript.pt2`` with
+the exact base names of sapiens.md 1.2. Not every size exists for every task: there is no 2B
+body-part segmentation (withdrawn) and no 2B 308-keypoint pose; ``sapiens-2b`` therefore runs the
+2B depth and normal models with the 1B segmentation and pose (said in ``source`` and the logs).
+
+Processing as the published lite demos: plain resize to 1024x768 (no aspect kept) for the dense
+tasks, mean/std (123.5, 116.5, 103.5)/(58.5, 57.0, 57.5) in RGB order, bilinear upsampling of the
+outputs to the photo; pose is top-down on the person boxes at the model's 3:4 aspect. Depth is
+relative (larger = farther): ``metric`` is false and Z is scaled as processing/depth_scale.py says.
+The TorchScript files run in float32 (autocast to bf16/fp16 on CUDA).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..processing.goliath import PART_NAMES_SAPIENS1
+from ..processing.resize_pad import SAPIENS1_MEAN, SAPIENS1_STD
+from . import devices, weights
+from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress, register
+from .sapiens_pipeline import StageTimes, run_pipeline
+
+log = logging.getLogger(__name__)
+
+SIZES = ("0.3b", "0.6b", "1b", "2b")
+INPUT_HW = (1024, 768)  # the TorchScript files are traced at this size
+TASKS = ("seg", "depth", "normal", "pose")
+BASE_NAMES = {
+    "depth": {"0.3b": "sapiens_0.3b_render_people_epoch_100", "0.6b": "sapiens_0.6b_render_people_epoch_70",
+              "1b": "sapiens_1b_render_people_epoch_88", "2b": "sapiens_2b_render_people_epoch_25"},
+    "normal": {"0.3b": "sapiens_0.3b_normal_render_people_epoch_66",
+               "0.6b": "sapiens_0.6b_normal_render_people_epoch_200",
+               "1b": "sapiens_1b_normal_render_people_epoch_115",
+               "2b": "sapiens_2b_normal_render_people_epoch_70"},
+    "seg": {"0.3b": "sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194",
+            "0.6b": "sapiens_0.6b_goliath_best_goliath_mIoU_7777_epoch_178",
+            "1b": "sapiens_1b_goliath_best_goliath_mIoU_7994_epoch_151"},
+    "pose": {"0.3b": "sapiens_0.3b_goliath_best_goliath_AP_573",
+             "0.6b": "sapiens_0.6b_goliath_best_goliath_AP_609",
+             "1b": "sapiens_1b_goliath_best_goliath_AP_639"},
+}
+# Where a size has no checkpoint for a task, the size used instead.
+FALLBACK_SIZE = {("seg", "2b"): "1b", ("pose", "2b"): "1b"}
+
+
+def checkpoint(task: str, size: str) -> tuple[str, str]:
+    """(hub repo id, file name) of the TorchScript checkpoint; KeyError if it was never released."""
+    base = BASE_NAMES[task].get(size)
+    if base is None:
+        raise KeyError(f"Sapiens v1 has no {size} {task} checkpoint (released sizes: "
+                       f"{', '.join(BASE_NAMES[task])})")
+    return f"facebook/sapiens-{task}-{size}-torchscript", f"{base}_torchscript.pt2"
+
+
+def size_for(task: str, size: str) -> str:
+    return FALLBACK_SIZE.get((task, size), size)
+
+
+def weights_available(size: str, task: str | None = None) -> bool:
+    if size not in SIZES:
+        return False
+    try:
+        return all(weights.cached_or_downloadable(*_repo_and_files(t, size)) for t in ([task] if task else TASKS))
+    except Exception:
+        return False
+
+
+def _repo_and_files(task, size):
+    repo, filename = checkpoint(task, size_for(task, size))
+    return repo, [filename]
+
+
+class Sapiens1Runner:
+    metric = False
+    part_names = PART_NAMES_SAPIENS1
+    mean, std = SAPIENS1_MEAN, SAPIENS1_STD
+    pose_input_hw = INPUT_HW
+
+    def __init__(self, backend: "Sapiens1Backend"):
+        self.b = backend
+        self.last_normal_signs = None
+
+    @property
+    def source(self):
+        return self.b.source
+
+    def _forward(self, task, x):
+        import torch
+
+        p = self.b.placement
+        x = x.to(p.device, torch.float32)
+        try:
+            with torch.inference_mode():
+                if p.device.startswith("cuda") and p.precision in ("bf16", "fp16"):
+                    with torch.autocast("cuda", dtype=p.dtype):
+                        return self.b.models[task](x).float()
+                return self.b.models[task](x).float()
+        except RuntimeError as exc:
+            if devices.is_out_of_memory(exc):
+                devices.free_memory()
+                raise BackendError(f"out of memory running {self.b.name} {task} on {p.device}: try a smaller "
+                                   "size (sapiens-0.3b) or the CPU (SAPIENS_DEVICE=cpu)", status=503) from exc
+            raise
+
+    def _dense(self, task, photo, hw):
+        from ..processing.resize_pad import plan_input, to_model_input, to_photo_grid
+
+        plan = plan_input(photo.shape[-2:], INPUT_HW, keep_aspect=False)
+        return to_photo_grid(self._forward(task, to_model_input(photo, plan, self.mean, self.std)), plan, hw)
+
+    def segment(self, photo, hw):
+        logits = self._dense("seg", photo, hw)
+        if logits.shape[1] == 1:  # single-channel foreground model: sigmoid > 0.3 as the lite demo
+            return (logits[0, 0].sigmoid() > 0.3).cpu().numpy().astype(np.uint8)
+        return logits.argmax(1)[0].cpu().numpy().astype(np.uint8)
+
+    def depth(self, photo, hw):
+        return self._dense("depth", photo, hw)[0, 0].cpu().numpy()
+
+    def normals(self, photo, hw):
+        import torch.nn.functional as F
+
+        n = F.normalize(self._dense("normal", photo, hw), dim=1, eps=1e-8)
+        return n[0].permute(1, 2, 0).cpu().numpy()
+
+    def pose(self, crops):
+        return self._forward("pose", crops).cpu().numpy()
+
+
+class Sapiens1Backend(Backend):
+    platform = "pytorch_torchscript"
+
+    def __init__(self, size: str, device: str | None = None, precision: str | None = None,
+                 weights_dir: str | Path | None = None, tasks: tuple[str, ...] = TASKS):
+        if size not in SIZES:
+            raise ValueError(f"Sapiens v1 sizes are {', '.join(SIZES)}; got {size!r}")
+        self.size = size
+        self.name = f"sapiens-{size}"
+        fallbacks = sorted({t for t in tasks if size_for(t, size) != size})
+        self.source = self.name + (f" ({', '.join(fallbacks)}: {size_for(fallbacks[0], size)})" if fallbacks else "")
+        self._device, self._precision = device, precision
+        self.weights_dir = Path(weights_dir) if weights_dir else None
+        self.tasks = tuple(tasks)
+        self.models: dict = {}
+        self.placement = None
+        self.last_times = StageTimes()
+        self._lock = threading.RLock()
+        self._runner = Sapiens1Runner(self)
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self.models) and all(t in self.models for t in self.tasks)
+
+    def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
+        with self._lock:
+            if self.loaded:
+                return
+            try:
+                placement = devices.choose_placement(self._device, self._precision)
+            except ValueError as exc:
+                raise BackendError(str(exc), status=400) from exc
+            if placement.device == "cpu" and placement.precision != "fp32":
+                # TorchScript graphs are traced in fp32; bf16/int8 rewrites do not apply to them.
+                log.info("%s: TorchScript runs in fp32 on the CPU (asked %s)", self.name, placement.precision)
+                placement = devices.Placement("cpu", "fp32")
+            self.placement = placement
+            for fallback_task in (t for t in self.tasks if size_for(t, self.size) != self.size):
+                log.warning("%s: no %s %s checkpoint was released; using the %s one", self.name,
+                            self.size, fallback_task, size_for(fallback_task, self.size))
+            for i, task in enumerate(self.tasks):
+                if task in self.models:
+                    continue
+                if cancel is not None:
+                    cancel.check()
+                repo, filename = checkpoint(task, size_for(task, self.size))
+                progress("load", i / len(self.tasks), f"loading {repo}/{filename}")
+                path = weights.fetch_file(repo, filename, progress, cancel, self.weights_dir)
+                self.models[task] = self._load_file(path, task)
+            progress("load", 1.0, f"{self.source} ready on {self.placement.describe()}")
+
+    def _load_file(self, path: Path, task: str):
+        import torch
+
+        try:
+            model = torch.jit.load(str(path), map_location=self.placement.device)
+        except RuntimeError as exc:
+            if devices.is_out_of_memory(exc):
+                self.unload()
+                raise BackendError(f"out of memory loading {self.name} {task}: use a smaller size or the CPU "
+                                   "(SAPIENS_DEVICE=cpu)", status=503) from exc
+            raise weights.corrupt_weights_error(path, exc) from exc
+        except (OSError, ValueError) as exc:
+            raise weights.corrupt_weights_error(path, exc) from exc
+        return model.eval()
+
+    def unload(self) -> None:
+        with self._lock:
+            if self.models:
+                self.models.clear()
+                devices.free_memory()
+                log.info("%s unloaded", self.name)
+
+    def analyze(self, image: np.ndarray, options: AnalyzeOptions, progress: ProgressFn = no_progress,
+                cancel: CancelToken | None = None) -> dict:
+        self.load(progress, cancel)
+        with self._lock:
+            self.last_times = StageTimes()
+            return run_pipeline(self._runner, image, options, progress, cancel, device=self.placement.device,
+                                times=self.last_times, normal_signs_hint=self._runner.last_normal_signs)
+
+    def describe(self) -> dict:
+        return {
+            "family": "sapiens",
+            "size": self.size,
+            "files": ["/".join(checkpoint(t, size_for(t, self.size))) for t in self.tasks],
+            "device": self.placement.describe() if self.placement else "not loaded",
+            "metric": False,
+            "depth_scaling": "relative depth placed at a nominal distance (1.7 m tall person), 0.5 m relief",
+        }
+
+
+def register_all() -> None:
+    """Register ``sapiens-{size}`` for every size (nothing is loaded or downloaded here)."""
+    for size in SIZES:
+        register(f"sapiens-{size}", lambda size=size: Sapiens1Backend(size))

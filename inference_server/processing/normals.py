@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Normals into the canonical camera frame, with a self-calibration of their axis signs.
+
+Neither Sapiens family documents the signs of its normal axes (sapiens.md 2.5, 2.8). The geometry
+does: normals derived from the predicted pointmap/depth by finite differences are in the canonical
+frame by construction (x right, y down, z forward, pointing towards the camera). Comparing the two
+inside the person tells which predicted axes are flipped; the agreement left after flipping is a
+quality figure that is reported with the maps.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_CALIBRATION_PIXELS = 64
+# A sign change must raise the mean cosine by this much: protects against flipping on noise.
+MIN_COSINE_GAIN = 0.05
+
+
+def normalize(vectors: np.ndarray) -> np.ndarray:
+    """Unit vectors along the last axis; zero or non-finite vectors become NaN."""
+    v = np.asarray(vectors, np.float32)
+    norm = np.linalg.norm(v, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = v / norm
+    out[~np.isfinite(norm[..., 0]) | (norm[..., 0] < 1e-12)] = np.nan
+    return out
+
+
+def normals_from_points(points: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+    """Camera-facing unit normals [H,W,3] of a camera-frame point grid by central differences;
+    NaN where a neighbour is missing. With x right and y down, dP/du x dP/dv points away from
+    the camera, so the normal is its negation."""
+    p = np.asarray(points, np.float32)
+    h, w = p.shape[:2]
+    ok = np.isfinite(p).all(-1)
+    if valid is not None:
+        ok &= np.asarray(valid, bool)
+    out = np.full((h, w, 3), np.nan, np.float32)
+    if h < 3 or w < 3:
+        return out
+    du = p[1:-1, 2:] - p[1:-1, :-2]
+    dv = p[2:, 1:-1] - p[:-2, 1:-1]
+    n = -np.cross(du, dv)
+    inner = ok[1:-1, 1:-1] & ok[1:-1, 2:] & ok[1:-1, :-2] & ok[2:, 1:-1] & ok[:-2, 1:-1]
+    n[~inner] = np.nan
+    out[1:-1, 1:-1] = normalize(n)
+    return out
+
+
+@dataclass
+class NormalCalibration:
+    signs: tuple[float, float, float]  # multiply predicted axes by these
+    agreement_deg: float  # mean angle to the geometric normals after the signs (NaN: not checked)
+    before_deg: float  # the same before
+    pixels: int  # pixels compared
+
+    @property
+    def flipped_axes(self) -> str:
+        return "".join(a for a, s in zip("xyz", self.signs) if s < 0) or "none"
+
+    def describe(self) -> str:
+        if self.pixels < MIN_CALIBRATION_PIXELS:
+            return f"normal self-calibration skipped ({self.pixels} comparable pixels)"
+        return (f"normal self-calibration: flipped axes {self.flipped_axes}; mean angle to the "
+                f"depth-derived normals {self.before_deg:.1f} -> {self.agreement_deg:.1f} deg "
+                f"over {self.pixels} px")
+
+
+def _mean_angle(dots: np.ndarray) -> float:
+    return float(np.degrees(np.arccos(np.clip(dots, -1.0, 1.0))).mean())
+
+
+def calibrate_normal_signs(predicted: np.ndarray, reference: np.ndarray,
+                           valid: np.ndarray | None = None) -> NormalCalibration:
+    """Choose the axis sign flips (of 8) that best align ``predicted`` with ``reference`` normals."""
+    pred = np.asarray(predicted, np.float32)
+    ref = np.asarray(reference, np.float32)
+    ok = np.isfinite(pred).all(-1) & np.isfinite(ref).all(-1)
+    if valid is not None:
+        ok &= np.asarray(valid, bool)
+    count = int(ok.sum())
+    if count < MIN_CALIBRATION_PIXELS:
+        return NormalCalibration((1.0, 1.0, 1.0), float("nan"), float("nan"), count)
+    a = pred[ok].astype(np.float64)
+    b = ref[ok].astype(np.float64)
+    per_axis = (a * b).mean(0)  # E[a_i b_i]; the mean dot for signs s is sum_i s_i * per_axis_i
+    identity = float(per_axis.sum())
+    best = max(itertools.product((1.0, -1.0), repeat=3), key=lambda s: float(np.dot(s, per_axis)))
+    if float(np.dot(best, per_axis)) - identity < MIN_COSINE_GAIN:
+        best = (1.0, 1.0, 1.0)
+    before = _mean_angle((a * b).sum(-1))
+    after = _mean_angle((a * np.asarray(best) * b).sum(-1))
+    return NormalCalibration(tuple(best), after, before, count)

@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Known-answer tests of the family-independent conversions: intrinsics, normals and their
+self-calibration, padding removal, people from the foreground, relative depth scaling."""
+
+import numpy as np
+import pytest
+
+from inference_server.processing import depth_scale, instances, intrinsics, normals
+
+K_TRUE = np.array([[510.0, 0.0, 41.3], [0.0, 530.0, 58.7], [0.0, 0.0, 1.0]])
+PLANE_NORMAL = np.array([0.35, -0.25, -1.0]) / np.linalg.norm([0.35, -0.25, -1.0])  # faces the camera
+
+
+def tilted_plane(h=96, w=72, k=K_TRUE, n=PLANE_NORMAL, distance=2.5):
+    """Camera-frame points of the plane n.P = -distance seen through K, pixel centres at +0.5."""
+    u = np.arange(w) + 0.5
+    v = np.arange(h) + 0.5
+    rays = np.stack(np.broadcast_arrays((u[None, :] - k[0, 2]) / k[0, 0], (v[:, None] - k[1, 2]) / k[1, 1],
+                                        np.ones((h, w))), -1)
+    t = -distance / (rays @ n)
+    return (rays * t[..., None]).astype(np.float32)
+
+
+def test_tilted_plane_gives_intrinsics_depth_and_normals():
+    pts = tilted_plane()
+    k, rms = intrinsics.fit_intrinsics(pts)
+    assert np.allclose(k, K_TRUE, rtol=1e-4, atol=1e-2) and rms < 1e-2
+    n = normals.normals_from_points(pts)
+    inner = n[1:-1, 1:-1]
+    assert np.all(np.isfinite(inner)) and np.all(np.isnan(n[0]))
+    assert np.degrees(np.arccos(np.clip(inner @ PLANE_NORMAL, -1, 1))).max() < 0.05
+    # Depth is Z (along the axis), not the distance along the ray.
+    centre_ray_z = pts[48, 36, 2]
+    assert centre_ray_z == pytest.approx(np.linalg.norm(pts[48, 36]) * pts[48, 36, 2] / np.linalg.norm(pts[48, 36]))
+
+
+def test_fit_refuses_degenerate_pointmaps():
+    flat = np.zeros((20, 20, 3), np.float32)
+    flat[..., 2] = 2.0
+    assert intrinsics.fit_intrinsics(flat)[0] is None  # no spread of X/Z
+    assert intrinsics.fit_intrinsics(np.full((4, 4, 3), np.nan, np.float32))[0] is None
+
+
+def test_default_intrinsics_documented_field_of_view():
+    k = intrinsics.default_intrinsics(1024, 768)
+    assert k[0, 0] == k[1, 1] == pytest.approx(768.0)  # Sapiens2's canonical focal at 1024x768
+    assert (k[0, 2], k[1, 2]) == (384.0, 512.0)
+
+
+@pytest.mark.parametrize("flip", [(1, 1, 1), (1, -1, 1), (-1, 1, -1), (1, -1, -1)])
+def test_self_calibration_detects_and_corrects_flipped_axes(flip):
+    pts = tilted_plane()
+    # A curved surface (a bump) so all three axes carry signal.
+    yy, xx = np.mgrid[0:96, 0:72]
+    pts[..., 2] += 0.3 * np.exp(-((xx - 36) ** 2 + (yy - 48) ** 2) / 300.0)
+    reference = normals.normals_from_points(pts)
+    rng = np.random.default_rng(0)
+    predicted = normals.normalize(reference * np.asarray(flip, np.float32) + rng.normal(0, 0.05, reference.shape))
+    cal = normals.calibrate_normal_signs(predicted, reference)
+    assert cal.signs == tuple(float(s) for s in flip)
+    assert cal.agreement_deg < 5.0
+    if flip != (1, 1, 1):
+        assert cal.before_deg > 30.0 and cal.flipped_axes != "none"
+
+
+def test_self_calibration_skips_with_too_few_pixels():
+    ref = np.full((4, 4, 3), np.nan, np.float32)
+    cal = normals.calibrate_normal_signs(ref, ref)
+    assert cal.signs == (1.0, 1.0, 1.0) and np.isnan(cal.agreement_deg) and "skipped" in cal.describe()
+
+
+torch = pytest.importorskip("torch")
+
+
+def test_padding_geometry_matches_transformers():
+    from transformers.image_utils import get_image_size_for_max_height_width
+
+    from inference_server.processing.resize_pad import plan_input
+
+    for hw in [(100, 50), (50, 100), (1023, 767), (1500, 2000), (20, 15), (768, 1024)]:
+        plan = plan_input(hw, (1024, 768), keep_aspect=True)
+        nh, nw = get_image_size_for_max_height_width(hw, 1024, 768)
+        assert plan.content_hw == (nh, nw)
+        assert (plan.top, plan.left) == ((1024 - nh) // 2, (768 - nw) // 2)
+
+
+def test_normalisation_constants_are_the_reference_ones():
+    from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+
+    from inference_server.processing import resize_pad
+
+    assert np.allclose(resize_pad.SAPIENS2_MEAN, np.array(IMAGENET_DEFAULT_MEAN) * 255)
+    assert np.allclose(resize_pad.SAPIENS2_STD, np.array(IMAGENET_DEFAULT_STD) * 255)
+    photo = torch.full((1, 3, 8, 6), 0.0)
+    photo[:, 0] = 123.675
+    plan = resize_pad.plan_input((8, 6), (8, 6), keep_aspect=False)
+    x = resize_pad.to_model_input(photo, plan, resize_pad.SAPIENS2_MEAN, resize_pad.SAPIENS2_STD)
+    assert torch.allclose(x[0, 0], torch.zeros(8, 6)) and torch.allclose(x[0, 1], torch.tensor(-116.28 / 57.12))
+
+
+@pytest.mark.parametrize("hw", [(90, 40), (40, 90), (61, 61)])
+def test_padding_removal_returns_pixel_aligned_maps(hw):
+    """An identity "model": the map it returns is its (padded) input. Cropping the padding and
+    resampling back must land every photo pixel on itself: a linear ramp comes back exactly."""
+    from inference_server.processing.resize_pad import plan_input, to_model_input, to_photo_grid
+
+    h, w = hw
+    ramp = torch.zeros((1, 3, h, w))
+    ramp[:, 0] = torch.arange(w, dtype=torch.float32)[None, :] * 2.0 + 10
+    ramp[:, 1] = torch.arange(h, dtype=torch.float32)[:, None] * 1.5 + 20
+    plan = plan_input(hw, (64, 48), keep_aspect=True)
+    assert plan.padded
+    model_in = to_model_input(ramp, plan, (0, 0, 0), (1, 1, 1))
+    assert model_in.shape[-2:] == (64, 48)
+    # outside the content the padding is black
+    assert float(model_in[0, 0, :plan.top].abs().sum() + model_in[0, 0, :, :plan.left].abs().sum()) == 0
+    back = to_photo_grid(model_in, plan, hw)
+    inner = (slice(None), slice(None), slice(2, h - 2), slice(2, w - 2))
+    assert torch.allclose(back[inner], ramp[inner], atol=0.35)
+    # also at a coarser output resolution (v1 normal/seg heads return half the input size)
+    half = torch.nn.functional.interpolate(model_in, scale_factor=0.5, mode="bilinear", align_corners=False)
+    back_half = to_photo_grid(half, plan, hw)
+    # away from the content border (where a coarse pixel mixes photo and padding), still aligned
+    m = int(np.ceil(2 * 2 * h / plan.content_hw[0])) + 1
+    coarse_inner = (slice(None), slice(None), slice(m, h - m), slice(m, w - m))
+    assert torch.allclose(back_half[coarse_inner], ramp[coarse_inner], atol=0.5)
+
+
+def test_people_from_foreground_components():
+    fg = np.zeros((60, 80), bool)
+    fg[5:50, 5:25] = True  # big person
+    fg[10:40, 50:70] = True  # smaller person
+    fg[52:54, 20:22] = True  # a detached speck near person 1: not a person
+    people = instances.label_people(fg)
+    assert set(np.unique(people)) == {0, 1, 2}
+    assert people[20, 10] == 1 and people[20, 60] == 2 and people[53, 21] == 1
+    boxes = instances.person_boxes(people)
+    assert boxes[1].tolist() == [50, 10, 69, 39]
+    assert boxes[0].tolist() == [5, 5, 24, 53]
+    assert instances.label_people(np.zeros((8, 8), bool)).max() == 0
+
+
+def test_relative_depth_scaling_is_human_sized():
+    people = np.zeros((200, 100), np.uint8)
+    people[20:190, 30:70] = 1  # 170 px tall
+    rel = np.linspace(0, 1, 200 * 100, dtype=np.float32).reshape(200, 100)
+    z = depth_scale.relative_depth_to_z(rel, people, focal_y=300.0)
+    assert np.isnan(z[0, 0]) and np.all(np.isfinite(z[people > 0]))
+    d0 = 300.0 * depth_scale.NOMINAL_HEIGHT_M / 170
+    assert np.nanmedian(z) == pytest.approx(d0, abs=0.02)
+    assert np.nanmax(z) - np.nanmin(z) == pytest.approx(depth_scale.RELIEF_M, abs=0.01)
+    assert z[150, 50] > z[40, 50]  # larger relative value = farther
