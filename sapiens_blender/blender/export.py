@@ -14,10 +14,10 @@ from pathlib import Path
 
 import bpy
 
+from ..core.atomic_files import TEMP_MARK, remove_stale_temp_files, temp_path_for  # noqa: F401
 from .context import preserved_selection, select_only
 
 FORMATS = {".blend": "blend", ".glb": "glb", ".gltf": "gltf", ".fbx": "fbx"}
-TEMP_MARK = ".sapiens-tmp"
 
 
 class ExportError(RuntimeError):
@@ -29,11 +29,6 @@ def export_format(path: str | os.PathLike) -> str:
     if suffix not in FORMATS:
         raise ExportError(f"cannot export to {Path(path).name!r}: use one of {', '.join(FORMATS)}")
     return FORMATS[suffix]
-
-
-def temp_path_for(path: Path) -> Path:
-    # Keep the real suffix last: exporters add their own extension otherwise.
-    return path.with_name(f".{path.stem}{TEMP_MARK}-{os.getpid()}{path.suffix}")
 
 
 def export(path: str | os.PathLike, objects: list | None = None) -> Path:
@@ -100,12 +95,3 @@ def _export_fbx(tmp: Path) -> None:
     if "FINISHED" not in result:
         raise ExportError(f"FBX export failed: {result}")
 
-
-def remove_stale_temp_files(folder: str | os.PathLike) -> list[Path]:
-    """Delete temporary files an interrupted export left in ``folder``; returns them."""
-    removed = []
-    for p in Path(folder).glob(f".*{TEMP_MARK}*"):
-        if p.is_file():
-            p.unlink(missing_ok=True)
-            removed.append(p)
-    return removed

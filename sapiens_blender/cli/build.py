@@ -29,6 +29,12 @@ def register(subparsers) -> None:
     src.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
     src.add_argument("--token", help="the server's token (with --server)")
     src.add_argument("--save-maps", metavar="MAPS.npz", help="also keep the analysed maps")
+    add_geometry_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_geometry_arguments(p) -> None:
+    """Build options shared by `build` and `batch`."""
     geo = p.add_argument_group("geometry")
     geo.add_argument("--stride", type=int, default=1, help="one vertex per N pixels (default 1: full resolution)")
     geo.add_argument("--closed", action="store_true", help="a watertight body instead of the visible surface")
@@ -40,34 +46,39 @@ def register(subparsers) -> None:
     geo.add_argument("--no-armature", action="store_true", help="mesh only")
     geo.add_argument("--skinning", choices=("auto", "parts", "none"), default="auto",
                      help="auto: bone heat, part weights where it fails; parts: part weights only")
-    p.set_defaults(func=run)
 
 
-def normal_space(args) -> str:
+def normal_space(args, outputs) -> str:
     if args.tangent_normals or args.normals == "tangent":
         return "TANGENT"
     if args.normals == "object":
         return "OBJECT"
-    return "OBJECT" if all(Path(o).suffix.lower() == ".blend" for o in args.output) else "TANGENT"
+    return "OBJECT" if all(Path(o).suffix.lower() == ".blend" for o in outputs) else "TANGENT"
 
 
-def options_from_args(args, name: str):
-    from ..blender.pipeline import BuildOptions
-
+def option_values(args, outputs) -> dict:
+    """BuildOptions fields from the geometry arguments (plain values: they travel as JSON to batch
+    workers, and computing them does not import bpy)."""
     people = None
     if args.people:
         try:
             people = [int(x) for x in args.people.split(",") if x.strip()]
         except ValueError:
             raise SystemExit(f"error: --people must be comma-separated integers, got {args.people!r}")
-    joints = None
-    if args.joints:
-        from ..core.geometry.joints_file import read_joints_file
+    return {"stride": args.stride, "closed": args.closed, "normal_space": normal_space(args, outputs),
+            "part_materials": not args.no_part_materials, "armature": not args.no_armature,
+            "skinning": args.skinning, "people": people}
 
-        joints = read_joints_file(args.joints)
-    return BuildOptions(name=name, stride=args.stride, closed=args.closed, normal_space=normal_space(args),
-                        part_materials=not args.no_part_materials, armature=not args.no_armature,
-                        skinning=args.skinning, people=people, joints=joints)
+
+def options_from_args(args, name: str):
+    from ..blender.pipeline import BuildOptions
+
+    joints = None
+    if getattr(args, "joints", None):
+        from ..core.geometry.joints_io import read as read_joints
+
+        joints = read_joints(args.joints)
+    return BuildOptions(name=name, joints=joints, **option_values(args, args.output))
 
 
 def check_args(args) -> str | None:
@@ -99,6 +110,7 @@ def run(args) -> int:
     from .. import api
     from ..blender.export import ExportError
     from ..core.errors import SapiensServerError
+    from ..core.geometry.joints_io import JointsFileError
     from ..core.geometry.types import GeometryError
     from ..core.maps import MapsError
 
@@ -110,7 +122,7 @@ def run(args) -> int:
         export_s = time.perf_counter()
         written = [api.export(out, result) for out in args.output]
         result.timings["export"] = time.perf_counter() - export_s
-    except (MapsError, GeometryError, SapiensServerError, ExportError, FileNotFoundError, OSError) as exc:
+    except (MapsError, GeometryError, JointsFileError, SapiensServerError, ExportError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if analysis_s is not None:

@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""`sapiens-blender batch DIR --out DIR`: build every photo (or maps .npz) of a folder.
+
+Design (why):
+- Builder *processes*, not threads: bpy is one scene per process and not thread-safe. Each worker
+  imports bpy once and builds many inputs (a fresh empty scene per input, so names and outputs do
+  not depend on what it built before). Workers speak JSON lines on a private pipe; Blender's own
+  console chatter goes to stderr.
+- One failed input is reported and the rest go on; a crashed worker is replaced.
+- Outputs are written atomically (temp + ``os.replace``), so an output that exists is complete:
+  a re-run skips inputs whose outputs all exist, and an interrupted run leaves no partial output.
+  Temporary files of a killed run are removed at the next start.
+- Photos go through one shared inference server: ``--server URL`` or one local server started
+  here for the whole batch; workers only receive its address and token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .build import add_geometry_arguments, option_values
+
+PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
+FORMATS = ("glb", "blend", "fbx", "gltf")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "batch", help="build every photo or maps .npz of a folder (resumable, several processes)",
+        description="Build each photo (through one shared inference server) or maps .npz in DIR "
+                    "into OUT/<name>.<format>. Re-running skips finished inputs.",
+    )
+    p.add_argument("input_dir", metavar="DIR", help="folder of photos and/or maps .npz files")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    p.add_argument("--format", default="glb", help=f"comma-separated formats: {', '.join(FORMATS)} (default glb)")
+    p.add_argument("--jobs", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 2)),
+                   help="builder processes (default: half the CPU cores, at most 4)")
+    p.add_argument("--model", default=None, help="model for photos (default: sapiens2-0.4b)")
+    p.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
+    p.add_argument("--token", help="the server's token (with --server)")
+    p.add_argument("--force", action="store_true", help="rebuild inputs whose outputs already exist")
+    add_geometry_arguments(p)
+    p.set_defaults(func=run)
+
+
+def find_inputs(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir()
+                  if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in PHOTO_SUFFIXES + (".npz",))
+
+
+def run(args) -> int:
+    from ..core.atomic_files import remove_stale_temp_files
+
+    src, out = Path(args.input_dir), Path(args.out)
+    formats = [f.strip().lower().lstrip(".") for f in args.format.split(",") if f.strip()]
+    bad = [f for f in formats if f not in FORMATS]
+    if not src.is_dir() or bad or not formats or args.jobs < 1:
+        print("error: " + (f"no such folder: {src}" if not src.is_dir() else
+                           f"unknown format {bad[0]!r}: use {', '.join(FORMATS)}" if bad else
+                           "--jobs must be at least 1" if args.jobs < 1 else "no format given"),
+              file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    stale = remove_stale_temp_files(out)
+    if stale:
+        print(f"removed {len(stale)} temporary file(s) of an interrupted run", file=sys.stderr)
+
+    jobs, skipped, failures, seen = [], 0, {}, {}
+    for path in find_inputs(src):
+        if path.stem in seen:
+            failures[path.name] = f"same name as {seen[path.stem].name}: outputs would collide"
+            continue
+        seen[path.stem] = path
+        outputs = [str(out / f"{path.stem}.{f}") for f in formats]
+        if not args.force and all(Path(o).exists() for o in outputs):
+            skipped += 1
+            continue
+        jobs.append({"input": str(path), "outputs": outputs, "name": path.stem,
+                     "options": option_values(args, outputs)})
+    total = len(jobs) + skipped + len(failures)
+    progress = Progress(total, skipped, len(failures))
+    server = None
+    try:
+        if any(Path(j["input"]).suffix.lower() != ".npz" for j in jobs):
+            server, problem = _server(args)
+            for j in jobs:
+                j.update(model=args.model, server=server and server["url"], token=server and server["token"])
+                if problem and Path(j["input"]).suffix.lower() != ".npz":
+                    j["error"] = problem
+        for job in [j for j in jobs if "error" in j]:
+            failures[Path(job["input"]).name] = job["error"]
+            progress.step(ok=False)
+        run_workers([j for j in jobs if "error" not in j], args.jobs, progress, failures)
+    finally:
+        if server and server.get("process"):
+            server["process"].stop()
+    progress.close()
+    for name, reason in sorted(failures.items()):
+        print(f"failed: {name}: {reason}", file=sys.stderr)
+    print(f"done: {progress.ok} built, {progress.skipped} already done, {len(failures)} failed "
+          f"(outputs in {out})")
+    return 1 if failures else 0
+
+
+def _server(args):
+    """({'url', 'token', 'process'}, None) or (None, why the server is unavailable)."""
+    if args.server:
+        return {"url": args.server, "token": args.token}, None
+    from ..core.errors import SapiensServerError
+    from ..core.server_process import ServerProcess
+
+    process = ServerProcess()
+    try:
+        client = process.ensure_running()
+    except SapiensServerError as exc:
+        return None, f"the inference server could not start: {exc}"
+    return {"url": process.url, "token": client.token, "process": process}, None
+
+
+class Progress:
+    """A one-line progress bar on stderr (a line per input when stderr is not a terminal)."""
+
+    def __init__(self, total: int, skipped: int, failed: int):
+        self.total, self.skipped, self.failed, self.ok = total, skipped, failed, 0
+        self.tty = sys.stderr.isatty()
+        self.started = time.monotonic()
+        self._draw("")
+
+    def step(self, ok: bool, name: str = "") -> None:
+        if ok:
+            self.ok += 1
+        else:
+            self.failed += 1
+        self._draw(name)
+
+    def _draw(self, name: str) -> None:
+        done = self.ok + self.skipped + self.failed
+        width = 30
+        filled = int(width * done / self.total) if self.total else width
+        line = (f"[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total}  built {self.ok}  "
+                f"skipped {self.skipped}  failed {self.failed}  {time.monotonic() - self.started:.0f}s")
+        if self.tty:
+            sys.stderr.write("\r" + line[:200])
+        elif name:
+            sys.stderr.write(f"{line}  {name}\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            sys.stderr.write("\n")
+
+
+def run_workers(jobs: list[dict], n_workers: int, progress: Progress, failures: dict) -> None:
+    """Hand jobs one at a time to idle worker processes until all are finished."""
+    pending = list(reversed(jobs))
+    selector = selectors.DefaultSelector()
+    workers: list[Worker] = []
+    try:
+        for _ in range(min(n_workers, len(jobs))):
+            workers.append(Worker(selector))
+        for w in workers:
+            if pending:
+                w.send(pending.pop())
+        while any(w.job for w in workers):
+            for key, _ in selector.select(timeout=1.0):
+                worker = key.data
+                reply = worker.read_reply()
+                if reply is None:  # the process died: report its job, replace the worker
+                    job = worker.job
+                    if job is None:
+                        worker.close()
+                        workers.remove(worker)
+                        continue
+                    failures[Path(job["input"]).name] = f"builder process crashed ({worker.exit_status()})"
+                    progress.step(ok=False, name=Path(job["input"]).name)
+                    worker.close()
+                    workers.remove(worker)
+                    if pending:
+                        fresh = Worker(selector)
+                        workers.append(fresh)
+                        fresh.send(pending.pop())
+                    continue
+                name = Path(worker.job["input"]).name
+                if not reply.get("ok"):
+                    failures[name] = reply.get("error", "unknown error")
+                progress.step(ok=bool(reply.get("ok")), name=name)
+                worker.job = None
+                if pending:
+                    worker.send(pending.pop())
+    finally:
+        for w in workers:
+            w.close()
+
+
+class Worker:
+    """One builder process (``sapiens_blender.cli.batch_worker``), fed one job at a time."""
+
+    def __init__(self, selector):
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from sapiens_blender.cli.batch_worker import main; main()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, bufsize=0,
+        )
+        self.selector = selector
+        self.job: dict | None = None
+        self._buffer = b""
+        selector.register(self.proc.stdout, selectors.EVENT_READ, self)
+
+    def send(self, job: dict) -> None:
+        self.job = job
+        self.proc.stdin.write((json.dumps(job) + "\n").encode())
+
+    def read_reply(self) -> dict | None:
+        while b"\n" not in self._buffer:
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def exit_status(self) -> str:
+        code = self.proc.wait(timeout=10)
+        return f"signal {-code}" if code < 0 else f"exit code {code}"
+
+    def close(self) -> None:
+        try:
+            self.selector.unregister(self.proc.stdout)
+        except (KeyError, ValueError):
+            pass
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()  # the worker exits at end of input
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.log.close()
