@@ -296,6 +296,8 @@ class V2Client:
                 if not n:
                     raise ProtocolError(f"the server's answer ended after {got} of {resp.length} bytes")
                 got += n
+            if not resp.isclosed():  # an empty body is not "read" until read() says so
+                resp.read()
         else:
             body = bytearray(resp.read())
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body

@@ -181,7 +181,7 @@ class ServerProcess:
         self.token = secrets.token_urlsafe(32)
         self.info, self._ready_line, self._client = {}, None, None
         self._ready_event.clear()
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")
         flags = {}
         if os.name == "nt":

@@ -180,3 +180,23 @@ def test_status_never_blocks_while_starting(tmp_path):
     assert time.monotonic() - start < 0.1
     worker.join(10)
     assert manager.status()["state"] == ERROR
+
+
+@posix_only
+def test_stop_kills_a_server_that_ignores_sigterm(tmp_path):
+    stubborn = tmp_path / "stubborn-python"
+    ready = json.dumps({"host": "127.0.0.1", "port": 9, "pid": 0, "version": "x"})
+    stubborn.write_text(
+        f"#!{sys.executable}\nimport signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"print({ready!r}, flush=True)\ntime.sleep(60)\n"
+    )
+    stubborn.chmod(0o755)
+    manager = ServerProcess(python=stubborn, log_dir=tmp_path, startup_timeout=20)
+    manager.ensure_running()
+    proc = psutil.Process(manager.pid)
+    start = time.monotonic()
+    manager.stop(timeout=0.5)
+    assert 0.4 < time.monotonic() - start < 5  # waited for the grace period, then killed
+    with pytest.raises(psutil.NoSuchProcess):
+        proc.status()
+    assert manager.status()["state"] == STOPPED
