@@ -251,3 +251,48 @@ def sample_surface(vertices, faces, points_per_m2: float = 40000.0, seed: int = 
     r1, r2 = rng.random(n), rng.random(n)
     s = np.sqrt(r1)
     return (1 - s)[:, None] * a[tri] + (s * (1 - r2))[:, None] * b[tri] + (s * r2)[:, None] * c[tri]
+
+
+def visible_points(scene: Scene, supersample: int = 2) -> np.ndarray:
+    """The ground truth's visible surface: ray hits at ``supersample`` x the maps' resolution
+    (independent of the maps' own pixels), per person: list of [N,3] arrays."""
+    import trimesh
+    from trimesh.ray.ray_pyembree import RayMeshIntersector
+
+    k = np.asarray(scene.maps.intrinsics, np.float64)
+    h, w = scene.maps.height * supersample, scene.maps.width * supersample
+    offsets = np.cumsum([0] + [len(b.vertices) for b in scene.bodies])
+    faces = np.concatenate([b.faces + offsets[i] for i, b in enumerate(scene.bodies)])
+    owner = np.concatenate([np.full(len(b.faces), i) for i, b in enumerate(scene.bodies)])
+    mesh = trimesh.Trimesh(np.concatenate([b.vertices for b in scene.bodies]), faces, process=False)
+    rr, cc = np.mgrid[0:h, 0:w]
+    dirs = np.stack([((cc + 0.5) / supersample - k[0, 2]) / k[0, 0],
+                     ((rr + 0.5) / supersample - k[1, 2]) / k[1, 1], np.ones((h, w))], -1).reshape(-1, 3)
+    tri, _ray, loc = RayMeshIntersector(mesh).intersects_id(
+        np.zeros_like(dirs), dirs / np.linalg.norm(dirs, axis=1, keepdims=True),
+        multiple_hits=False, return_locations=True)
+    return [loc[owner[tri] == i] for i in range(len(scene.bodies))]
+
+
+def hit_normals(scene: Scene) -> np.ndarray:
+    """Ground-truth unit normals [H,W,3] (towards the camera) from the mesh's own triangles,
+    recomputed here rather than read back from the maps; NaN off the bodies."""
+    import trimesh
+    from trimesh.ray.ray_pyembree import RayMeshIntersector
+
+    k = np.asarray(scene.maps.intrinsics, np.float64)
+    h, w = scene.maps.height, scene.maps.width
+    offsets = np.cumsum([0] + [len(b.vertices) for b in scene.bodies])
+    faces = np.concatenate([b.faces + offsets[i] for i, b in enumerate(scene.bodies)])
+    v = np.concatenate([b.vertices for b in scene.bodies])
+    mesh = trimesh.Trimesh(v, faces, process=False)
+    rr, cc = np.mgrid[0:h, 0:w]
+    dirs = np.stack([(cc + 0.5 - k[0, 2]) / k[0, 0], (rr + 0.5 - k[1, 2]) / k[1, 1], np.ones((h, w))], -1).reshape(-1, 3)
+    tri, ray = RayMeshIntersector(mesh).intersects_id(np.zeros_like(dirs), dirs, multiple_hits=False)
+    f = faces[tri]
+    n = np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])
+    n /= np.linalg.norm(n, axis=1, keepdims=True)
+    n = np.where((np.einsum("ij,ij->i", n, dirs[ray]) > 0)[:, None], -n, n)
+    out = np.full((h * w, 3), np.nan)
+    out[ray] = n
+    return out.reshape(h, w, 3)
