@@ -8,7 +8,8 @@ construction), so they are never used. No torch anywhere on this path.
 
 People: Holistic sees one person per pass; after each pass that person is painted out and
 the photo is searched again, up to ``max_people``. Each instance is that pass's segmentation
-minus the pixels already claimed, cleaned by connected components.
+minus the pixels already claimed, cleaned by connected components. People after the first must
+show a face and both shoulders (this rejects ghosts found in objects beside a painted-out person).
 See docs/offline_backend.md for the depth, normals, parts and camera models.
 """
 
@@ -185,6 +186,11 @@ class MediaPipeBackend(Backend):
                              & (visible[:, 1] < h)].astype(int)
             if people and len(vis_in) and claimed[vis_in[:, 1], vis_in[:, 0]].mean() > 0.5:
                 break  # found someone already taken (their painted-out outline)
+            if people and (res.face_landmarks is None
+                           or pose[[POSE["left_shoulder"], POSE["right_shoulder"]], 3].min() < 0.5):
+                # After a paint-out the detector also "finds" people in objects next to the
+                # painted area (a held helmet); extra people must show a face and shoulders.
+                break
             mask = (res.segmentation_mask > SEGMENTATION_THRESHOLD) & ~claimed
             mask = _clean(mask, vis_in.astype(np.float32))
             if mask.sum() < MIN_PERSON_AREA * h * w:

@@ -231,3 +231,13 @@ def test_two_people_get_two_instances(backend):
         assert mask[int(nose[1]), int(nose[0])] == k, "each person's keypoints sit on their own mask"
         area = (mask == k).mean()
         assert 0.1 < area < 0.3
+
+
+@pytest.mark.parametrize("max_side", [160, 256, 384])
+def test_objects_beside_a_person_are_not_people(backend, max_side):
+    """After painting the astronaut out, the pose detector 'finds' a person in the helmet she
+    holds; that ghost has no face and must not become person 2."""
+    photo = decode_image(sample_photo_path().read_bytes())
+    maps = backend.analyze(photo, AnalyzeOptions(max_side=max_side))
+    assert sorted(np.unique(maps["mask"]).tolist()) == [0, 1]
+    assert maps["keypoints"].shape[0] == 1
