@@ -262,6 +262,12 @@ class V2Client:
             except ProtocolError:
                 conn.close()
                 raise
+            except http.client.IncompleteRead as exc:
+                conn.close()
+                raise ProtocolError(
+                    f"the answer of the inference server at {self.base_url} was cut off after "
+                    f"{len(exc.partial)} bytes ({method} {path}): it may have crashed"
+                ) from None
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
                 raise ServerUnreachable(
@@ -289,12 +295,16 @@ class V2Client:
             pass
         resp = conn.getresponse()
         if resp.length is not None:
-            body = bytearray(resp.length)
+            total = resp.length  # resp.length counts down as we read: keep the total
+            body = bytearray(total)
             view, got = memoryview(body), 0
-            while got < resp.length:
+            while got < total:
                 n = resp.readinto(view[got:])
                 if not n:
-                    raise ProtocolError(f"the server's answer ended after {got} of {resp.length} bytes")
+                    raise ProtocolError(
+                        f"the answer of the inference server at {self.base_url} was cut off after "
+                        f"{got} of {total} bytes ({method} {url}): it may have crashed"
+                    )
                 got += n
             if not resp.isclosed():  # an empty body is not "read" until read() says so
                 resp.read()

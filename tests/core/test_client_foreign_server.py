@@ -118,3 +118,25 @@ def test_triton_unknown_model_is_model_not_found(client):
 def test_no_jobs_extension_means_unknown_progress(client):
     assert client.progress("anything") is None
     assert client.cancel("anything") is None
+
+
+def test_answer_cut_off_mid_body_is_a_protocol_error():
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"{" * 10)
+        conn.close()  # a crash mid-answer
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    client = V2Client(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    with pytest.raises(errors.ProtocolError, match="cut off after 10 "):
+        client.server_metadata()
+    thread.join(5)
+    listener.close()
