@@ -42,16 +42,15 @@ def encode_normal_texture(normals: np.ndarray, fill: np.ndarray = FACING_CAMERA)
     return np.clip(n * 0.5 + 0.5, 0.0, 1.0).astype(np.float32)
 
 
-def vertex_normals(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
+def vertex_normals(vertices: np.ndarray, faces: np.ndarray, angles: np.ndarray | None = None) -> np.ndarray:
     """Corner-angle-weighted vertex normals (as Blender computes them), float64 [N,3]."""
     v = np.asarray(vertices, np.float64)
     f = np.asarray(faces, np.int64)
+    if angles is None:
+        angles = _corner_angles(v, f)
     fn = np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])
     fn /= np.maximum(np.linalg.norm(fn, axis=1, keepdims=True), 1e-20)
-    angles = _corner_angles(v, f)
-    out = np.zeros_like(v)
-    for c in range(3):
-        np.add.at(out, f[:, c], fn * angles[:, c:c + 1])
+    out = _scatter_corners(f, fn, angles, len(v))
     return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-20)
 
 
@@ -60,7 +59,8 @@ def tangent_frames(mesh: SurfaceMesh):
     v = camera_to_blender(mesh.vertices.astype(np.float64))
     f = mesh.faces.astype(np.int64)
     uv = mesh.uv.astype(np.float64)
-    n = vertex_normals(v, f)
+    angles = _corner_angles(v, f)
+    n = vertex_normals(v, f, angles)
     e1, e2 = v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]]
     d1, d2 = uv[f[:, 1]] - uv[f[:, 0]], uv[f[:, 2]] - uv[f[:, 0]]
     det = d1[:, 0] * d2[:, 1] - d2[:, 0] * d1[:, 1]
@@ -69,12 +69,8 @@ def tangent_frames(mesh: SurfaceMesh):
     fb = (e2 * d1[:, 0:1] - e1 * d2[:, 0:1]) * inv  # dP/dv
     ft /= np.maximum(np.linalg.norm(ft, axis=1, keepdims=True), 1e-20)
     fb /= np.maximum(np.linalg.norm(fb, axis=1, keepdims=True), 1e-20)
-    angles = _corner_angles(v, f)
-    t = np.zeros_like(v)
-    b = np.zeros_like(v)
-    for c in range(3):
-        np.add.at(t, f[:, c], ft * angles[:, c:c + 1])
-        np.add.at(b, f[:, c], fb * angles[:, c:c + 1])
+    t = _scatter_corners(f, ft, angles, len(v))
+    b = _scatter_corners(f, fb, angles, len(v))
     t = t - n * np.einsum("ij,ij->i", t, n)[:, None]
     bad = np.linalg.norm(t, axis=1) < 1e-12
     if bad.any():  # no UV gradient (isolated vertex): any vector orthogonal to N
@@ -117,11 +113,24 @@ def decode_tangent_normals(tangent_normals: np.ndarray, n, t, sign) -> np.ndarra
     return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-20)
 
 
+def _scatter_corners(f, per_face, corner_weights, n):
+    """Sum over faces of per_face[face] * weight[face, corner] into each corner's vertex [n,3]
+    (bincount: far faster than ufunc.at)."""
+    out = np.empty((n, 3))
+    idx = f.ravel()
+    w = corner_weights.ravel()
+    for k in range(3):
+        out[:, k] = np.bincount(idx, weights=np.repeat(per_face[:, k], 3) * w, minlength=n)
+    return out
+
+
 def _corner_angles(v, f):
+    """Interior angle at each corner [F,3] (radians)."""
+    e = [v[f[:, (c + 1) % 3]] - v[f[:, c]] for c in range(3)]  # edge leaving corner c
+    length = [np.sqrt(np.einsum("ij,ij->i", x, x)) for x in e]
     out = np.empty((len(f), 3))
     for c in range(3):
-        a = v[f[:, (c + 1) % 3]] - v[f[:, c]]
-        b = v[f[:, (c + 2) % 3]] - v[f[:, c]]
-        cos = np.einsum("ij,ij->i", a, b) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-20)
+        prev = (c + 2) % 3  # the edge arriving at corner c, reversed, is -e[prev]
+        cos = -np.einsum("ij,ij->i", e[c], e[prev]) / np.maximum(length[c] * length[prev], 1e-20)
         out[:, c] = np.arccos(np.clip(cos, -1.0, 1.0))
     return out

@@ -19,22 +19,33 @@ def _majority(groups: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_gro
 
 
 def face_parts_from_grid(maps: Maps, person_id: int, rows, cols, quad_of_tri, n_quad_cols: int, stride: int):
-    """Per triangle: the majority part over the person's pixels of its grid block (corners included)."""
+    """Per triangle: the majority part over the person's pixels of its grid block (corners
+    included; at most 6x6 evenly spread samples for large strides). Ties go to the first."""
     if len(quad_of_tri) == 0:
         return np.zeros(0, np.uint8)
-    quads, inverse = np.unique(quad_of_tri, return_inverse=True)
-    qi, qj = quads // n_quad_cols, quads % n_quad_cols
+    n_quad_rows = len(quad_of_tri) and (int(quad_of_tri.max()) // n_quad_cols + 1)
     h, w = maps.height, maps.width
-    offsets = np.arange(stride + 1)
-    pr = np.minimum(rows[qi][:, None, None] + offsets[None, :, None], h - 1)
-    pc = np.minimum(cols[qj][:, None, None] + offsets[None, None, :], w - 1)
-    pr, pc = np.broadcast_arrays(pr, pc)
-    labels = maps.parts[pr, pc].astype(np.int64).reshape(len(quads), -1)
-    weights = (maps.mask[pr, pc] == person_id).reshape(len(quads), -1).astype(np.float64)
-    groups = np.repeat(np.arange(len(quads)), labels.shape[1])
-    n_classes = max(len(maps.part_names), int(labels.max(initial=0)) + 1)
-    per_quad = _majority(groups, labels.ravel(), weights.ravel(), len(quads), n_classes)
-    return per_quad[inverse]
+    offsets = np.unique(np.round(np.linspace(0, stride, min(stride + 1, 6))).astype(np.int64))
+    r0 = rows[:n_quad_rows]
+    c0 = cols[:n_quad_cols]
+    samples = []
+    for dr in offsets:
+        pr = np.minimum(r0 + dr, h - 1)[:, None]
+        for dc in offsets:
+            pc = np.minimum(c0 + dc, w - 1)[None, :]
+            lab = maps.parts[pr, pc]
+            samples.append(np.where(maps.mask[pr, pc] == person_id, lab, 0))
+    best = np.zeros(samples[0].shape, np.uint8)
+    best_count = np.zeros(samples[0].shape, np.int16)
+    for i, li in enumerate(samples):  # pairwise votes: len(samples)^2 grid passes, no bincount
+        count = np.zeros(li.shape, np.int16)
+        for lj in samples:
+            count += li == lj
+        count[li == 0] = 0
+        better = count > best_count
+        best = np.where(better, li, best)
+        best_count = np.where(better, count, best_count)
+    return best.ravel()[quad_of_tri]
 
 
 def vertex_parts_from_faces(pixel_labels: np.ndarray, faces: np.ndarray, face_labels: np.ndarray, n_vertices: int):

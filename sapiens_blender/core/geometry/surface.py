@@ -119,36 +119,45 @@ def build_surface_mesh(
 
 
 def _grid_triangles(idx, z, intrinsics, stride, max_jump):
-    """Triangles [T,3] (vertex indices) over the grid, their quad index, and how many jumped."""
-    a, b, c, d = idx[:-1, :-1], idx[:-1, 1:], idx[1:, :-1], idx[1:, 1:]
-    za, zb, zc, zd = z[:-1, :-1], z[:-1, 1:], z[1:, :-1], z[1:, 1:]
-    ok_a, ok_b, ok_c, ok_d = a >= 0, b >= 0, c >= 0, d >= 0
+    """Triangles [T,3] (vertex indices) over the grid, their quad index, and how many jumped.
+
+    All tests run on grid-shaped arrays (one per edge direction), so the cost is a few passes
+    over the image rather than gathers per triangle.
+    """
+    k = np.asarray(intrinsics, np.float64)
+    scale = np.float32(max_jump * stride / (0.5 * (k[0, 0] + k[1, 1])))
+    zz = np.where(idx >= 0, z, np.nan).astype(np.float32)
+    za, zb, zc, zd = zz[:-1, :-1], zz[:-1, 1:], zz[1:, :-1], zz[1:, 1:]
+
+    def smooth(p, q, diag):  # edge p-q is not a depth discontinuity (False if either is missing)
+        limit = np.fmin(p, q) * (scale * np.float32(np.sqrt(2.0) if diag else 1.0))
+        with np.errstate(invalid="ignore"):
+            return np.abs(p - q) <= limit
+
+    top, bottom = smooth(za, zb, False), smooth(zc, zd, False)
+    left, right = smooth(za, zc, False), smooth(zb, zd, False)
+    ad, bc = smooth(za, zd, True), smooth(zb, zc, True)
+    ok_a, ok_b, ok_c, ok_d = (idx[:-1, :-1] >= 0), (idx[:-1, 1:] >= 0), (idx[1:, :-1] >= 0), (idx[1:, 1:] >= 0)
     with np.errstate(invalid="ignore"):
         ad_flatter = np.abs(za - zd) <= np.abs(zb - zc)
     # Split along a-d unless a or d is missing, or b-c is flatter with all four present.
-    use_ad = (ok_a & ok_d) & (~(ok_b & ok_c) | ad_flatter | ~np.isfinite(zb - zc))
+    use_ad = (ok_a & ok_d) & (~(ok_b & ok_c) | ad_flatter)
     # Orientation: (row, col) -> (row+1, col) -> (row, col+1) is counter-clockwise seen from the
     # camera in the OpenCV frame, i.e. the normal points towards the camera.
-    t1 = np.where(use_ad[..., None], np.stack([a, c, d], -1), np.stack([a, c, b], -1))
-    t2 = np.where(use_ad[..., None], np.stack([a, d, b], -1), np.stack([b, c, d], -1))
-    quad = np.arange(a.size).reshape(a.shape)
-    tri = np.concatenate([t1.reshape(-1, 3), t2.reshape(-1, 3)])
-    quad_of_tri = np.concatenate([quad.ravel(), quad.ravel()])
-    complete = (tri >= 0).all(axis=1)
-    tri, quad_of_tri = tri[complete], quad_of_tri[complete]
+    t1_ok = np.where(use_ad, left & bottom & ad, left & bc & top)  # (a,c,d) | (a,c,b)
+    t2_ok = np.where(use_ad, ad & right & top, bc & bottom & right)  # (a,d,b) | (b,c,d)
+    t1_any = np.where(use_ad, ok_a & ok_c & ok_d, ok_a & ok_c & ok_b)
+    t2_any = np.where(use_ad, ok_a & ok_d & ok_b, ok_b & ok_c & ok_d)
+    n_jump = int(np.count_nonzero(t1_any & ~t1_ok) + np.count_nonzero(t2_any & ~t2_ok))
 
-    zf = z[idx >= 0].astype(np.float64)  # depth per vertex index
-    k = np.asarray(intrinsics, np.float64)
-    focal = 0.5 * (k[0, 0] + k[1, 1])
-    zt = zf[tri]
-    gr, gc = np.nonzero(idx >= 0)
-    rt, ct = gr[tri], gc[tri]
-    jump = np.zeros(len(tri), bool)
-    for i, j in ((0, 1), (1, 2), (2, 0)):
-        diagonal = (rt[:, i] != rt[:, j]) & (ct[:, i] != ct[:, j])
-        footprint = np.minimum(zt[:, i], zt[:, j]) * stride / focal * np.where(diagonal, np.sqrt(2.0), 1.0)
-        jump |= np.abs(zt[:, i] - zt[:, j]) > max_jump * footprint
-    return tri[~jump], quad_of_tri[~jump], int(jump.sum())
+    a, b, c, d = idx[:-1, :-1], idx[:-1, 1:], idx[1:, :-1], idx[1:, 1:]
+    q1 = np.flatnonzero(t1_ok)
+    q2 = np.flatnonzero(t2_ok)
+    u1, u2 = use_ad.ravel()[q1], use_ad.ravel()[q2]
+    a, b, c, d = a.ravel(), b.ravel(), c.ravel(), d.ravel()
+    tri1 = np.stack([a[q1], c[q1], np.where(u1, d[q1], b[q1])], axis=1)
+    tri2 = np.stack([np.where(u2, a[q2], b[q2]), np.where(u2, d[q2], c[q2]), np.where(u2, b[q2], d[q2])], axis=1)
+    return np.concatenate([tri1, tri2]), np.concatenate([q1, q2]), n_jump
 
 
 def _pointmap_disagreement(maps: Maps, pr: np.ndarray, pc: np.ndarray) -> float:
