@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -40,11 +41,14 @@ def analyze_photo(
     request_id: str | None = None,
     poll_interval: float = 0.25,
     timeout: float | None = None,
+    cancel_grace: float = 5.0,
 ) -> Maps:
     """Analyse one photo with ``model`` and return validated :class:`Maps`.
 
     ``progress`` is called from a poller thread (keep it cheap and thread-safe). Setting
-    ``cancel_event`` cancels the request on the server and raises RequestCancelled.
+    ``cancel_event`` cancels the request on the server and raises RequestCancelled; when the
+    server has not answered ``cancel_grace`` seconds later (it lacks our cancel endpoint, or its
+    backend checks rarely) the request is abandoned client-side.
     """
     data = _photo_bytes(photo)
     parameters: dict = {}
@@ -61,7 +65,9 @@ def analyze_photo(
 
     done = threading.Event()
     poller = threading.Thread(
-        target=_watch, args=(client, request_id, progress, cancel_event, done, poll_interval),
+        target=_watch,
+        args=(client, request_id, progress, cancel_event, done, poll_interval, cancel_grace,
+              threading.get_ident()),
         daemon=True, name=f"sapiens-progress-{request_id[:8]}",
     )  # fmt: skip
     poller.start()
@@ -111,12 +117,19 @@ def _text(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, (bytes, np.bytes_)) else str(value)
 
 
-def _watch(client, request_id, progress, cancel_event, done, interval) -> None:
-    """Poll the job's progress and forward changes; cancel on the server once asked to."""
+def _watch(client, request_id, progress, cancel_event, done, interval, grace, caller) -> None:
+    """Poll the job's progress and forward changes; cancel on the server once asked to, and
+    abandon the caller's request if the server has not stopped it after ``grace`` seconds."""
     last = None
     cancel_sent = False
+    cancel_asked = None
     try:
         while not done.wait(interval):
+            if cancel_event.is_set():
+                cancel_asked = cancel_asked or time.monotonic()
+                if time.monotonic() - cancel_asked > grace:
+                    client.interrupt(caller)
+                    continue
             if cancel_event.is_set() and not cancel_sent:
                 try:  # None = the job does not exist yet: try again next round
                     cancel_sent = client.cancel(request_id) is not None

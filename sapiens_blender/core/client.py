@@ -70,7 +70,8 @@ class V2Client:
         self.timeout, self.infer_timeout, self.connect_timeout = timeout, infer_timeout, connect_timeout
         self._ssl_context = ssl_context
         self._local = threading.local()
-        self._connections: weakref.WeakSet = weakref.WeakSet()
+        # thread ident -> that thread's connection (weak: it dies with its thread-local)
+        self._connections: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
 
     # --- v2 core ---------------------------------------------------------------------------
@@ -184,7 +185,7 @@ class V2Client:
     # --- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
         with self._lock:
-            for conn in list(self._connections):
+            for conn in list(self._connections.values()):
                 conn.close()
 
     def release_connection(self) -> None:
@@ -194,7 +195,22 @@ class V2Client:
             conn.close()
             self._local.conn = None
             with self._lock:
-                self._connections.discard(conn)
+                self._connections.pop(threading.get_ident(), None)
+
+    def interrupt(self, thread_ident: int) -> bool:
+        """Abandon the request another thread is blocked in (e.g. when the server ignores or lacks
+        cancel): its socket is shut down and that call raises RequestCancelled. True if it had one."""
+        with self._lock:
+            conn = self._connections.get(thread_ident)
+        sock = getattr(conn, "sock", None)
+        if sock is None:
+            return False
+        conn.interrupted = True
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        return True
 
     def __enter__(self) -> "V2Client":
         return self
@@ -219,7 +235,7 @@ class V2Client:
                 conn = http.client.HTTPConnection(self._host, self._port)
             self._local.conn = conn
             with self._lock:
-                self._connections.add(conn)
+                self._connections[threading.get_ident()] = conn
         return conn
 
     def _request(self, method, path, chunks=None, headers=None, timeout=None, model=None, accept=(200,)):
@@ -233,15 +249,29 @@ class V2Client:
         if method == "GET" and not chunks:
             del all_headers["Content-Length"]
         conn = self._connection()
+        conn.interrupted = False
+        try:
+            status, resp_headers, body = self._send(conn, method, path, chunks, all_headers, timeout)
+        except SapiensServerError:
+            if not conn.interrupted:
+                raise
+            conn.close()
+            raise RequestCancelled(f"the request was abandoned by the client ({method} {path})") from None
+        if status not in accept:
+            self._raise(status, resp_headers, body, method, path, model)
+        return status, resp_headers, body
+
+    def _send(self, conn, method, path, chunks, headers, timeout):
+        """The exchange, retried once on a stale keep-alive socket; OS errors become typed ones."""
         for attempt in (0, 1):
             reused = conn.sock is not None
             try:
                 status, resp_headers, body = self._exchange(conn, method, self._prefix + path,
-                                                            chunks, all_headers, timeout)
-                break
+                                                            chunks, headers, timeout)
+                return status, resp_headers, body
             except _STALE as exc:
                 conn.close()
-                if reused and attempt == 0:
+                if reused and attempt == 0 and not conn.interrupted:
                     continue
                 raise ServerNotRunning(
                     f"the inference server at {self.base_url} closed the connection "
@@ -273,9 +303,6 @@ class V2Client:
                 raise ServerUnreachable(
                     f"cannot reach the inference server at {self.base_url}: {exc}", detail=str(exc)
                 ) from None
-        if status not in accept:
-            self._raise(status, resp_headers, body, method, path, model)
-        return status, resp_headers, body
 
     def _exchange(self, conn, method, url, chunks, headers, timeout):
         if conn.sock is None:

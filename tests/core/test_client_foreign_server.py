@@ -9,15 +9,18 @@ anything of ours for health, metadata and infer.
 import json
 import struct
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
 
 from sapiens_blender.core import errors
+from sapiens_blender.core.analysis import analyze_photo
 from sapiens_blender.core.client import V2Client
 
 MODELS = [{"name": "densenet_onnx", "version": "1", "state": "READY"},
+          {"name": "slow_model", "version": "1", "state": "READY"},
           {"name": "sapiens_depth", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"}]  # fmt: skip
 
 
@@ -62,6 +65,9 @@ class TritonLike(BaseHTTPRequestHandler):
         if self.path == "/v2/repository/index":
             return self._send(200, json.dumps(MODELS).encode())
         if parts[:2] == ["v2", "models"] and parts[-1] == "infer":
+            if parts[2] == "slow_model":  # a long inference; this server has no cancel endpoint
+                time.sleep(3)
+                return self._send(500, b'{"error":"too late"}')
             if parts[2] != "densenet_onnx":
                 return self._unknown(parts[2])
             hlen = int(self.headers["Inference-Header-Content-Length"])
@@ -83,9 +89,17 @@ class TritonLike(BaseHTTPRequestHandler):
         self._send(400, b'{"error":"Not Found"}')
 
 
+class QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request, client_address):  # a client that hung up: expected here
+        pass
+
+
 @pytest.fixture(scope="module")
 def client():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), TritonLike)
+    httpd = QuietServer(("127.0.0.1", 0), TritonLike)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield V2Client(f"http://127.0.0.1:{httpd.server_address[1]}", token="unused")
@@ -108,7 +122,7 @@ def test_binary_infer(client):
 
 
 def test_triton_unknown_model_is_model_not_found(client):
-    with pytest.raises(errors.ModelNotFound, match="densenet_onnx, sapiens_depth") as info:
+    with pytest.raises(errors.ModelNotFound, match="densenet_onnx, sapiens_depth, slow_model") as info:
         client.infer("nope", {"x": np.zeros(1, np.float32)})
     assert info.value.status == 400
     with pytest.raises(errors.ModelNotFound):
@@ -140,3 +154,15 @@ def test_answer_cut_off_mid_body_is_a_protocol_error():
         client.server_metadata()
     thread.join(5)
     listener.close()
+
+
+def test_cancel_without_a_jobs_endpoint_abandons_the_request(client):
+    cancel = threading.Event()
+    timer = threading.Timer(0.2, cancel.set)
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(errors.RequestCancelled):
+        analyze_photo(client, b"\xff\xd8 jpeg bytes", "slow_model", cancel_event=cancel,
+                      poll_interval=0.05, cancel_grace=0.3)  # fmt: skip
+    assert time.monotonic() - start < 2.5  # not the 3 s the server takes
+    assert client.live()  # the client's next call works on a fresh connection
