@@ -94,14 +94,15 @@ def _hub_error(exc: Exception, repo_id: str, filename: str, weights_dir: Path | 
         return BackendError(
             f"repository {repo_id} was not found on the hub (or it is private/gated and no valid token "
             "was given: set HF_TOKEN or run `hf auth login`).", status=404)
-    if isinstance(exc, (errors.EntryNotFoundError, errors.RemoteEntryNotFoundError)):
-        return BackendError(f"{repo_id} has no file {filename}.", status=404)
+    # LocalEntryNotFoundError (not cached, offline) subclasses EntryNotFoundError: test it first.
     if isinstance(exc, errors.LocalEntryNotFoundError) or hub_offline():
         return BackendError(
             f"weights not available offline: {repo_id} file {filename} is not in the Hugging Face "
             f"cache {where} and downloading is off or failed (HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). "
             f"On a machine with internet run `hf download {repo_id} {filename}` (same HF_HOME) and copy "
             f"the cache here,{local_hint}.", status=503)
+    if isinstance(exc, (errors.RemoteEntryNotFoundError, errors.EntryNotFoundError)):
+        return BackendError(f"{repo_id} has no file {filename}.", status=404)
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return BackendError(
             f"disk full while downloading {repo_id}/{filename} into {where}: free space there or point "

@@ -167,3 +167,56 @@ def build_sapiens1_task(task: str, path: Path, person: bool = True, seed: int = 
     scripted = torch.jit.script(model)
     scripted.save(str(path))
     return scripted
+
+
+# --- helpers for tests ----------------------------------------------------------------------------
+def photo(h=120, w=90, seed=0):
+    """A random RGB photo (the tiny models' maps do not depend on its content)."""
+    import numpy as np
+
+    return (np.random.default_rng(seed).random((h, w, 3)) * 255).astype(np.uint8)
+
+
+def as_maps(out: dict):
+    """A backend's output dict -> validated Maps (BYTES/BOOL as the server would send them)."""
+    import numpy as np
+
+    from sapiens_blender.core.maps import Maps
+
+    arrays = dict(out)
+    arrays["part_names"] = np.asarray([str(n) for n in out["part_names"]])
+    arrays["source"] = str(out["source"][0])
+    arrays["metric"] = bool(out["metric"][0])
+    arrays["notes"] = str(out["notes"][0])
+    return Maps.from_arrays(arrays)
+
+
+# --- pytest fixtures (import them by name into a test module) ----------------------------------
+try:
+    import pytest
+except ImportError:  # building caches from a plain script needs no pytest
+    pytest = None
+
+if pytest is not None:
+
+    @pytest.fixture(scope="session")
+    def tiny_hub(tmp_path_factory) -> Path:
+        """A hub cache with every tiny Sapiens2 (0.4b) and Sapiens v1 (0.3b) repo; people everywhere."""
+        return build_tiny_hub(tmp_path_factory.getbasetemp() / "tiny-hub")
+
+    @pytest.fixture(scope="session")
+    def tiny_hub_empty_photo(tmp_path_factory) -> Path:
+        """The same repos whose segmentation never finds a person."""
+        return build_tiny_hub(tmp_path_factory.getbasetemp() / "tiny-hub-no-person", person=False)
+
+    @pytest.fixture
+    def offline_hub(monkeypatch):
+        """Point this test's process at a hub cache, offline: ``offline_hub(cache_dir)``."""
+
+        def use(cache_dir):
+            monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+            monkeypatch.setenv("HF_HUB_CACHE", str(cache_dir))
+            monkeypatch.delenv("SAPIENS_WEIGHTS_DIR", raising=False)
+            return Path(cache_dir)
+
+        return use
