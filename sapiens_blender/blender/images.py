@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
+
 import bpy
 import numpy as np
+
+PNG_LEVEL = 1  # zlib level: Blender's own PNG packing takes ~4x longer for little gain
 
 
 def image_from_array(
@@ -12,26 +17,49 @@ def image_from_array(
 ) -> bpy.types.Image:
     """A packed image from ``pixels`` [H,W,3|4], uint8 (0-255) or float (0-1), row 0 at the top.
 
-    Blender stores rows bottom-up as float RGBA; one ``foreach_set`` writes them all.
-    ``non_color`` marks data textures (normal maps) so no colour transform touches them.
+    8-bit images (the default, also for float input such as normal textures: 1/255 steps are
+    < 0.5°) are encoded to PNG here with a fast zlib level and packed as that file: the .blend
+    stays self-contained and exporters (glTF, FBX) find real image data. ``float_buffer`` keeps
+    full precision instead (packed as OpenEXR by Blender). ``non_color`` marks data textures
+    (normal maps) so no colour transform touches them.
     """
     arr = np.asarray(pixels)
     if arr.ndim != 3 or arr.shape[2] not in (3, 4):
         raise ValueError(f"image {name!r} must be [H,W,3] or [H,W,4], got {arr.shape}")
     h, w = arr.shape[:2]
-    rgba = np.ones((h, w, 4), np.float32)
-    scale = 1.0 / 255.0 if arr.dtype == np.uint8 else 1.0
-    rgba[..., : arr.shape[2]] = arr * np.float32(scale)
-    np.nan_to_num(rgba, copy=False, nan=0.5)
-    image = bpy.data.images.new(name, w, h, alpha=arr.shape[2] == 4, float_buffer=float_buffer)
+    alpha = arr.shape[2] == 4
+    image = bpy.data.images.new(name, w, h, alpha=alpha, float_buffer=float_buffer)
+    if not float_buffer:
+        if arr.dtype != np.uint8:
+            arr = np.rint(np.clip(np.nan_to_num(arr, nan=0.5), 0.0, 1.0) * 255.0).astype(np.uint8)
+        data = encode_png(arr)
+        image.pack(data=data, data_len=len(data))
+        image.source = "FILE"
+    else:
+        rgba = np.ones((h, w, 4), np.float32)
+        scale = 1.0 / 255.0 if arr.dtype == np.uint8 else 1.0
+        rgba[..., : arr.shape[2]] = arr * np.float32(scale)
+        np.nan_to_num(rgba, copy=False, nan=0.5)
+        image.pixels.foreach_set(np.ascontiguousarray(rgba[::-1]).ravel())  # Blender rows run bottom-up
+        image.update()
+        image.pack()
     if non_color:
         image.colorspace_settings.name = "Non-Color"
-    image.pixels.foreach_set(np.ascontiguousarray(rgba[::-1]).ravel())
-    image.update()
-    # Packing turns the generated buffer into an embedded PNG/EXR, so the .blend is self-contained
-    # and exporters (glTF, FBX) find real image data.
-    image.pack()
     return image
+
+
+def encode_png(pixels: np.ndarray, level: int = PNG_LEVEL) -> bytes:
+    """PNG file bytes of uint8 [H,W,3|4] pixels (row 0 at the top), no filtering."""
+    h, w, c = pixels.shape
+    raw = np.zeros((h, w * c + 1), np.uint8)  # each row starts with filter type 0
+    raw[:, 1:] = pixels.reshape(h, w * c)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 6 if c == 4 else 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw.tobytes(), level))
+            + chunk(b"IEND", b""))
 
 
 def read_photo(path) -> np.ndarray:

@@ -19,16 +19,22 @@ def build_mesh(surface: SurfaceMesh, name: str) -> bpy.types.Mesh:
     n_verts, n_faces = len(verts), len(faces)
     mesh = bpy.data.meshes.new(name)
     mesh.vertices.add(n_verts)
-    mesh.vertices.foreach_set("co", verts.ravel())
     mesh.loops.add(3 * n_faces)
-    mesh.loops.foreach_set("vertex_index", faces.ravel())
     mesh.polygons.add(n_faces)
+    attrs = mesh.attributes
+    # The attribute API writes the underlying arrays directly: 5-20x faster than the legacy
+    # ``loops``/``uv_layers`` RNA wrappers at a million corners (see benchmarks/bench_build.py).
+    attrs["position"].data.foreach_set("vector", verts.ravel())
+    if ".corner_vert" in attrs:
+        attrs[".corner_vert"].data.foreach_set("value", faces.ravel())
+    else:  # Blender < 3.6 has no corner attributes
+        mesh.loops.foreach_set("vertex_index", faces.ravel())
     mesh.polygons.foreach_set("loop_start", np.arange(0, 3 * n_faces, 3, dtype=np.int32))
     mesh.update(calc_edges=True)
 
-    uv_layer = mesh.uv_layers.new(name=UV_LAYER)
-    loop_uv = np.asarray(surface.uv, np.float32)[faces.ravel()]
-    uv_layer.data.foreach_set("uv", np.ascontiguousarray(loop_uv).ravel())
+    mesh.uv_layers.new(name=UV_LAYER)
+    loop_uv = np.ascontiguousarray(np.asarray(surface.uv, np.float32)[faces.ravel()])
+    attrs[UV_LAYER].data.foreach_set("vector", loop_uv.ravel())
 
     pixel = mesh.attributes.new(PIXEL_ATTRIBUTE, "INT32_2D", "POINT")
     pixel.data.foreach_set("value", np.ascontiguousarray(np.asarray(surface.pixel, np.int32)).ravel())

@@ -139,7 +139,7 @@ def _build_person(maps, pid, options, root, photo, timer) -> PersonResult:
                 geo_normals.tangent_space_normal_map(surface, maps), fill=TANGENT_FILL)
         else:
             texture = geo_normals.encode_normal_texture(geo_normals.object_space_normal_map(maps, pid))
-        normal_img = image_from_array(f"{label} normals", texture, non_color=True, float_buffer=True)
+        normal_img = image_from_array(f"{label} normals", texture, non_color=True)  # 8-bit: < 0.5°
     with timer("parts"):
         base_mat = materials.build_photo_material(f"{label} photo", photo, normal_img, options.normal_space)
         if options.part_materials:

@@ -74,7 +74,7 @@ def test_part_materials_and_vertex_groups(scene, maps):
     coll = context.new_collection("test")
     obj = mesh.build_mesh_object(surface, "body", coll)
     photo = image_from_array("photo", maps.image)
-    normal_img = image_from_array("normals", maps.normal * 0.5 + 0.5, non_color=True, float_buffer=True)
+    normal_img = image_from_array("normals", maps.normal * 0.5 + 0.5, non_color=True)
     base = materials.build_photo_material("photo material", photo, normal_img, "OBJECT")
     mats = materials.assign_part_materials(obj, surface.face_parts, PART_NAMES, base)
     present = sorted(set(surface.face_parts.tolist()))
@@ -162,3 +162,20 @@ def test_builders_leave_user_data_alone(scene, maps):
     assert tuple(user_mat.diffuse_color) == pytest.approx((0.1, 0.2, 0.3, 1.0))
     assert len(user_coll.objects) == 0 or cube.name in user_coll.objects
     assert bpy.context.view_layer.objects.active == cube and cube.select_get() and not obj.select_get()
+
+
+def test_images_are_packed_and_exact(scene, tmp_path):
+    rng = np.random.default_rng(1)
+    rgb = rng.integers(0, 256, (24, 40, 3), dtype=np.uint8)
+    img = image_from_array("photo", rgb)
+    floats = image_from_array("data", rng.random((24, 40, 3)).astype(np.float32), non_color=True, float_buffer=True)
+    img.use_fake_user = floats.use_fake_user = True  # unused data-blocks are not saved
+    path = tmp_path / "img.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path), copy=True)
+    bpy.ops.wm.open_mainfile(filepath=str(path))
+    for image in (bpy.data.images["photo"], bpy.data.images["data"]):
+        assert image.packed_file is not None and tuple(image.size) == (40, 24)
+    px = np.empty(40 * 24 * 4, np.float32)
+    bpy.data.images["photo"].pixels.foreach_get(px)
+    np.testing.assert_array_equal(np.rint(px.reshape(24, 40, 4)[::-1, :, :3] * 255).astype(np.uint8), rgb)
+    assert bpy.data.images["data"].colorspace_settings.name == "Non-Color" and img and floats

@@ -104,7 +104,7 @@ def test_normal_textures_object_and_tangent(empty):
     px = image_pixels(tree.nodes["Normal texture"].image)
     person = maps.mask == 1
     expected = camera_to_blender(maps.normal[person]) * 0.5 + 0.5
-    assert np.abs(px[person] - expected).max() < 1e-3
+    assert np.abs(px[person] - expected).max() < 0.5 / 255 + 1e-6  # 8-bit texture
     tan_result = api.build_from_maps(maps, name="t", normal_space="TANGENT", part_materials=False, armature=False)
     tree = tan_result.people[0].mesh.data.materials[0].node_tree
     assert next(n for n in tree.nodes if n.type == "NORMAL_MAP").space == "TANGENT"
