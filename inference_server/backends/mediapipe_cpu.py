@@ -205,11 +205,12 @@ class MediaPipeBackend(Backend):
                 wide[claimed] = 1
                 fill = cv2.mean(image, mask=1 - wide)[:3]
                 work = image.copy()
-                work[wide.astype(bool)] = np.array(fill, np.uint8)
+                cv2.copyTo(np.full_like(image, np.array(fill, np.uint8)), wide, work)
         return people
 
     def _person_geometry(self, person: Person, intrinsics: np.ndarray, hw: tuple[int, int]):
-        """Parts (uint8) and depth/normals (float32) of one person on the full grid."""
+        """(bounding box slices, parts, depth, normals, hips' distance) of one person; the maps
+        cover the box of the photo grid that holds the person's mask."""
         h, w = hw
         f = float(intrinsics[0, 0])
         s = WORK_SIDE / max(h, w)
@@ -240,12 +241,18 @@ class MediaPipeBackend(Backend):
         k_s[0] *= sx
         k_s[1] *= sy
         normal_s = normals_from_depth(depth_s, k_s)
-        depth = cv2.resize(depth_s, (w, h), interpolation=cv2.INTER_CUBIC)
-        normal = cv2.resize(normal_s, (w, h), interpolation=cv2.INTER_LINEAR)
-        length = np.sqrt(np.einsum("...i,...i->...", normal, normal))[..., None]
-        normal /= np.maximum(length, 1e-12)
-        parts = cv2.resize(labels, (w, h), interpolation=cv2.INTER_NEAREST)
-        return parts, depth, normal, hips_z
+        # Upsample only over the person's bounding box (the rest of the photo is background).
+        x0, y0, bw, bh = cv2.boundingRect(person.mask.astype(np.uint8))
+        map_x = np.broadcast_to(((np.arange(x0, x0 + bw, dtype=np.float32) + 0.5) * sx - 0.5)[None, :], (bh, bw))
+        map_y = np.broadcast_to(((np.arange(y0, y0 + bh, dtype=np.float32) + 0.5) * sy - 0.5)[:, None], (bh, bw))
+        map_x, map_y = np.ascontiguousarray(map_x), np.ascontiguousarray(map_y)
+
+        def up(a, interpolation):
+            return cv2.remap(a, map_x, map_y, interpolation, borderMode=cv2.BORDER_REPLICATE)
+
+        box = (slice(y0, y0 + bh), slice(x0, x0 + bw))
+        return box, up(labels, cv2.INTER_NEAREST), up(depth_s, cv2.INTER_CUBIC), \
+            up(normal_s, cv2.INTER_LINEAR), hips_z
 
     def analyze(
         self,
@@ -289,12 +296,13 @@ class MediaPipeBackend(Backend):
             progress("geometry", k / max(1, len(people)), f"depth, normals and parts of person {k}")
             keypoints[k - 1] = to_goliath(person.pose[:, [0, 1, 3]], person.left_hand,
                                           person.right_hand, person.face)
-            p_parts, p_depth, p_normal, z = self._person_geometry(person, intrinsics, (h, w))
-            m = person.mask
-            mask[m] = k
-            np.copyto(parts, p_parts, where=m)
-            np.copyto(depth, p_depth, where=m)
-            np.copyto(normal, p_normal, where=m[..., None])
+            box, p_parts, p_depth, p_normal, z = self._person_geometry(person, intrinsics, (h, w))
+            m = person.mask[box]
+            mask[box][m] = k
+            parts[box][m] = p_parts[m]
+            depth[box][m] = p_depth[m]
+            n = p_normal[m]  # bilinear upsampling shortens unit vectors a little: renormalise
+            normal[box][m] = n / np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-12)
             distances.append(round(z, 3))
             cancel.check()
         timings["geometry"] = time.perf_counter() - t0

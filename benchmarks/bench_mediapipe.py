@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Photo -> canonical maps with the offline `mediapipe` backend on this CPU, per stage.
+
+Input: the bundled astronaut photo (512 px) enlarged to 1024x1024 and JPEG-encoded, i.e. a
+1024-px photo as the server receives it. Stages: decode (JPEG bytes -> RGB, EXIF applied),
+detect (MediaPipe Holistic passes: one per person plus the pass that finds nobody else),
+geometry (keypoint slots, parts, pseudo-depth, normals). Baseline, timed in the same run:
+one bare Holistic.process call on the same pixels, the floor any MediaPipe backend pays; the
+ratio says what our multi-person search and geometry add on top. Goal: total <= 0.5 s.
+
+    .venv/bin/python benchmarks/bench_mediapipe.py [--repeats 15] [--side 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from PIL import Image  # noqa: E402
+
+from inference_server.backends.base import AnalyzeOptions  # noqa: E402
+from inference_server.backends.mediapipe_cpu import MediaPipeBackend  # noqa: E402
+from inference_server.processing.image_io import decode_image  # noqa: E402
+from sapiens_blender.data import sample_photo_path  # noqa: E402
+
+GOAL_S = 0.5
+
+
+def photo_bytes(side: int) -> bytes:
+    img = Image.open(sample_photo_path()).convert("RGB").resize((side, side), Image.Resampling.BICUBIC)
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=92)
+    return buf.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--side", type=int, default=1024)
+    args = ap.parse_args(argv)
+
+    data = photo_bytes(args.side)
+    backend = MediaPipeBackend()
+    t = time.perf_counter()
+    backend.load()
+    load_s = time.perf_counter() - t
+    options = AnalyzeOptions(max_side=args.side)
+    image = decode_image(data)
+    backend.analyze(image, options)  # warm-up: first inference initialises XNNPACK
+
+    stages: dict[str, list[float]] = {"decode": [], "detect": [], "geometry": [], "total": []}
+    baseline: list[float] = []
+    people = 0
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        image = decode_image(data)
+        t1 = time.perf_counter()
+        maps = backend.analyze(image, options)
+        t2 = time.perf_counter()
+        stages["decode"].append(t1 - t0)
+        stages["detect"].append(backend.timings["detect"])
+        stages["geometry"].append(backend.timings["geometry"])
+        stages["total"].append(t2 - t0)
+        people = int(maps["keypoints"].shape[0])
+        t3 = time.perf_counter()
+        backend._holistic.process(image)  # baseline: the bare model call
+        baseline.append(time.perf_counter() - t3)
+
+    h, w = image.shape[:2]
+    print(f"offline backend (mediapipe {backend.version}), {w}x{h} photo, {people} person(s), "
+          f"{args.repeats} runs; load {load_s:.3f} s")
+    print(f"{'stage':<10} {'median s':>9} {'min s':>7}")
+    for name, values in stages.items():
+        print(f"{name:<10} {statistics.median(values):>9.3f} {min(values):>7.3f}")
+    base = statistics.median(baseline)
+    total = statistics.median(stages["total"])
+    print(f"{'baseline':<10} {base:>9.3f} {min(baseline):>7.3f}   (one bare Holistic.process)")
+    print(f"total / baseline = {total / base:.2f}x; goal total <= {GOAL_S} s: "
+          f"{'met' if total <= GOAL_S else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
