@@ -20,6 +20,8 @@ _FILL_LINKS = (("shoulder", "elbow"), ("elbow", "wrist"), ("hip", "knee"), ("kne
 _DEFAULT_LENGTH = {"elbow": 0.55, "wrist": 0.5, "knee": 0.8, "ankle": 0.8,
                    "big_toe": 0.38, "small_toe": 0.34, "heel": 0.14}
 DEFAULT_TORSO_M = 0.5
+# Foot points are filled only when their keypoint was seen (the skeleton does not need them).
+_OPTIONAL = frozenset({"big_toe", "small_toe", "heel"})
 
 DERIVED_JOINTS = ("pelvis", "spine", "chest", "head", "head_top",
                   "left_ball", "left_toe_tip", "right_ball", "right_toe_tip",
@@ -81,7 +83,7 @@ def fill_and_derive(lifted: dict, hints: dict, k: np.ndarray, notes: dict | None
         other_side = "right" if side == "left" else "left"
         for parent, child in _FILL_LINKS:
             p, c = f"{side}_{parent}", f"{side}_{child}"
-            if c in j or p not in j:
+            if c in j or p not in j or (child in _OPTIONAL and c not in hints):
                 continue
             op, oc = f"{other_side}_{parent}", f"{other_side}_{child}"
             partner = None
