@@ -17,6 +17,7 @@ import os
 import socket
 import ssl
 import threading
+import uuid
 import weakref
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -114,6 +115,8 @@ class V2Client:
         """Run one inference. ``inputs`` maps names to numpy arrays, ``bytes``/``str`` (a BYTES
         tensor of one element) or :class:`v2_codec.Tensor` (explicit datatype, e.g. BF16).
         Returns ``{output name: array}``; BYTES outputs are object arrays of ``bytes``."""
+        # Always send an id: KServe runtimes need one to answer, and it names the job here.
+        request_id = request_id or uuid.uuid4().hex
         chunks, header_length = v2_codec.encode_request(inputs, outputs, parameters, request_id, binary)
         headers = {"Content-Type": "application/json"}
         if header_length is not None:
