@@ -160,10 +160,7 @@ def _build_person(maps, pid, options, root, photo, timer) -> PersonResult:
         if options.skinning != "none":
             with timer("skinning"):
                 weights = _part_weights(surface, skel, maps)
-                method = options.skinning
-                if weights is None and method == "parts":
-                    raise GeometryError("part-based weights are not available in this build")
-                report["skinning"] = skinning.skin(obj, arm, weights, list(skel.names), method)
+                report["skinning"] = skinning.skin(obj, arm, weights, list(skel.names), options.skinning)
             if report["skinning"]["unweighted_vertices"]:
                 report["warnings"].append(
                     f"{report['skinning']['unweighted_vertices']} vertices have no bone weight")
@@ -180,10 +177,8 @@ def _build_person(maps, pid, options, root, photo, timer) -> PersonResult:
 def _surface(maps: Maps, pid: int, options: BuildOptions) -> SurfaceMesh:
     surface = build_surface_mesh(maps, pid, stride=options.stride)
     if options.closed:
-        try:
-            from ..core.geometry.closed import close_body
-        except ImportError as exc:
-            raise GeometryError("closed bodies are not available in this build") from exc
+        from ..core.geometry.closed import close_body
+
         surface = close_body(surface, maps)
     return surface
 
@@ -204,9 +199,7 @@ def _skeleton(maps: Maps, pid: int, surface: SurfaceMesh, options: BuildOptions)
 
 
 def _part_weights(surface: SurfaceMesh, skel, maps: Maps):
-    """[N,B] part-based weights from the geometry core, or None where it has none."""
-    try:
-        from ..core.geometry.weights import part_weights
-    except ImportError:
-        return None
-    return part_weights(surface, skel, maps.part_names)
+    """Part-based weights of every vertex (the geometry core's sparse VertexWeights)."""
+    from ..core.geometry.weights import part_based_weights
+
+    return part_based_weights(surface, skel, maps.part_names)

@@ -54,42 +54,55 @@ def unweighted_vertices(mesh_obj: bpy.types.Object, arm_obj: bpy.types.Object) -
     return np.linalg.norm(moved - rest, axis=1) < 0.5
 
 
-def write_weights(
-    mesh_obj: bpy.types.Object, bone_names: list[str], weights: np.ndarray, vertices: np.ndarray | None = None
-) -> None:
-    """Write ``weights`` [N,B] (for ``vertices``, all by default) into groups named after bones.
+def write_weights(mesh_obj: bpy.types.Object, bone_names: list[str], weights, vertices: np.ndarray | None = None) -> None:
+    """Write weights into vertex groups named after the bones, for ``vertices`` (default all).
 
+    ``weights`` is dense [N,B] (columns = ``bone_names``) or sparse, an object with ``indices``
+    and ``weights`` [N,K] (bone index and weight per slot, as the geometry core's VertexWeights).
     ``VertexGroup.add`` takes one weight per call, so vertices are grouped by quantised weight:
     at most WEIGHT_STEPS C-level calls per bone, never one per vertex.
     """
-    weights = np.asarray(weights, np.float64)
-    idx = np.arange(len(weights)) if vertices is None else np.asarray(vertices, np.int64)
-    q = np.rint(np.clip(weights[idx], 0.0, 1.0) * WEIGHT_STEPS).astype(np.int64)
-    for b, bone in enumerate(bone_names):
-        column = q[:, b]
-        nonzero = column > 0
-        if not nonzero.any():
-            continue
-        group = mesh_obj.vertex_groups.get(bone) or mesh_obj.vertex_groups.new(name=bone)
-        col, ids = column[nonzero], idx[nonzero]
-        order = np.argsort(col, kind="stable")
-        col, ids = col[order], ids[order]
-        values, starts = np.unique(col, return_index=True)
-        for value, chunk in zip(values, np.split(ids, starts[1:])):
-            group.add(chunk.tolist(), float(value) / WEIGHT_STEPS, "REPLACE")
+    if hasattr(weights, "indices"):
+        idx_all, w_all = np.asarray(weights.indices), np.asarray(weights.weights, np.float64)
+        rows = np.arange(len(idx_all)) if vertices is None else np.asarray(vertices, np.int64)
+        k = idx_all.shape[1]
+        vert = np.repeat(rows, k)
+        bone = idx_all[rows].ravel()
+        value = w_all[rows].ravel()
+    else:
+        dense = np.asarray(weights, np.float64)
+        rows = np.arange(len(dense)) if vertices is None else np.asarray(vertices, np.int64)
+        vert = np.repeat(rows, dense.shape[1])
+        bone = np.tile(np.arange(dense.shape[1]), len(rows))
+        value = dense[rows].ravel()
+    q = np.rint(np.clip(value, 0.0, 1.0) * WEIGHT_STEPS).astype(np.int64)
+    keep = q > 0
+    vert, bone, q = vert[keep], bone[keep], q[keep]
+    # Sort by (bone, weight) once, then one add() per run of equal (bone, weight).
+    order = np.lexsort((q, bone))
+    vert, bone, q = vert[order], bone[order], q[order]
+    starts = np.flatnonzero(np.r_[True, (bone[1:] != bone[:-1]) | (q[1:] != q[:-1])])
+    groups: dict[int, bpy.types.VertexGroup] = {}
+    for start, end in zip(starts, np.r_[starts[1:], len(vert)]):
+        b = int(bone[start])
+        if b not in groups:
+            name = bone_names[b]
+            groups[b] = mesh_obj.vertex_groups.get(name) or mesh_obj.vertex_groups.new(name=name)
+        groups[b].add(vert[start:end].tolist(), float(q[start]) / WEIGHT_STEPS, "REPLACE")
 
 
 def skin(
     mesh_obj: bpy.types.Object,
     arm_obj: bpy.types.Object,
-    fallback_weights: np.ndarray | None,
+    fallback_weights,
     bone_names: list[str],
     method: str = "auto",
 ) -> dict:
     """Parent the mesh to the armature and make sure every vertex is weighted.
 
-    method 'auto': bone heat, then ``fallback_weights`` [N,B] (part-based, from the geometry
-    core) for the vertices bone heat left without weight; 'parts': fallback weights only.
+    method 'auto': bone heat, then ``fallback_weights`` (part-based, from the geometry core;
+    dense or sparse as in ``write_weights``) for the vertices bone heat left without weight;
+    'parts': fallback weights only.
     Returns a report: method used, how many vertices fell back, and whether any stay unweighted.
     """
     report = {"method": method, "fallback_vertices": 0, "vertices": len(mesh_obj.data.vertices)}

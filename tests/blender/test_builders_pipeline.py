@@ -111,3 +111,19 @@ def test_normal_textures_object_and_tangent(empty):
     tpx = image_pixels(tree.nodes["Normal texture"].image) * 2 - 1
     # The mesh is the exact surface, so the tangent-space normals are close to "straight up".
     assert np.median(tpx[person][:, 2]) > 0.98
+
+
+def test_part_weights_only_and_closed_body(empty):
+    maps = ellipsoid_maps(128, 96)
+    result = api.build_from_maps(maps, name="c", closed=True, skinning="parts")
+    person = result.people[0]
+    assert person.report["skinning"]["method"] == "parts"
+    assert person.report["skinning"]["fallback_vertices"] == len(person.mesh.data.vertices)
+    assert not skinning.unweighted_vertices(person.mesh, person.armature).any()
+    me = person.mesh.data
+    corners = np.empty(len(me.loops), np.int32)
+    me.attributes[".corner_vert"].data.foreach_get("value", corners)
+    tri = corners.reshape(-1, 3)
+    edges = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
+    _, counts = np.unique(edges, axis=0, return_counts=True)
+    assert (counts == 2).all()  # watertight: every edge shared by exactly two triangles
