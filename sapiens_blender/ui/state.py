@@ -7,6 +7,7 @@ touches bpy, so the whole state machine is testable in plain Python.
 
 from __future__ import annotations
 
+import http.client
 import os
 import shlex
 import threading
@@ -149,7 +150,14 @@ class Session:
                 )
                 self.server_key = config.process_key()
             server = self.server
-        return server.ensure_running()
+        client = server.ensure_running()
+        try:
+            client.live(timeout=5)
+        except ServerNotRunning:
+            # Killed moments ago: its socket is gone but the process is not reaped yet, so
+            # ensure_running() still saw it alive. Start a fresh one.
+            client = server.start()
+        return client
 
     def _remote(self, config: ServerConfig):
         from ..core.client import V2Client
@@ -197,6 +205,9 @@ def describe_error(error: BaseException | str) -> str:
     if isinstance(error, str):
         return error
     message = str(error).strip() or type(error).__name__
+    if isinstance(error, (ConnectionError, http.client.HTTPException)):
+        return (f"The inference server closed the connection unexpectedly ({message}); it may "
+                "have crashed. Click Analyze again to restart it; its log file has the details.")
     if isinstance(error, SapiensServerError) or isinstance(error, (ValueError, OSError)):
         return message.split("\n--- server log")[0]
     return f"{type(error).__name__}: {message}"
