@@ -4,7 +4,8 @@
 The choice is made lazily, on first load, so merely listing models never imports torch:
 1. the Sapiens2 backend module must be installed (it is absent in a torch-free install);
 2. an accelerator (CUDA / MPS) must be present: Sapiens2 on a laptop CPU takes tens of
-   seconds per photo, MediaPipe well under one;
+   seconds per photo, MediaPipe well under one. Where no GPU driver exists at all, this is
+   known without importing torch (which alone takes seconds);
 3. Sapiens2's weights must be cached locally or downloadable (not offline without a cache).
 If the chosen Sapiens2 model then fails to load, auto falls back to mediapipe and says so.
 The decision is logged, returned by ``describe()`` and appended to every response's ``source``.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import platform
 import threading
 
 import numpy as np
@@ -30,6 +32,18 @@ FALLBACK = "mediapipe"
 DEFAULT_SAPIENS2_SIZE = "0.4b"
 
 
+def may_have_accelerator() -> bool:
+    """False only when this machine certainly has no GPU torch could use, checked without
+    importing torch (seconds): no NVIDIA/AMD driver on Linux, no Apple silicon on macOS."""
+    system = platform.system()
+    if system == "Darwin":
+        return platform.machine() == "arm64"
+    if system == "Linux":
+        return any(os.path.exists(p) for p in
+                   ("/proc/driver/nvidia/version", "/dev/nvidia0", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg"))
+    return True  # Windows and others: let torch tell
+
+
 def choose(sapiens2_module: str = "inference_server.backends.sapiens2") -> tuple[str, str]:
     """(model name, human-readable reason). Imports torch only when Sapiens2 is installed."""
     forced = os.environ.get("SAPIENS_AUTO_MODEL", "").strip()
@@ -40,6 +54,8 @@ def choose(sapiens2_module: str = "inference_server.backends.sapiens2") -> tuple
         sapiens2 = importlib.import_module(sapiens2_module)
     except ModuleNotFoundError as exc:
         return FALLBACK, f"the Sapiens2 backend is not installed ({exc.name} missing)"
+    if not may_have_accelerator():
+        return FALLBACK, "no GPU driver found (NVIDIA/AMD/Apple); Sapiens2 on this CPU would be slow"
     try:
         accelerator = sapiens2.accelerator_available()
     except Exception as exc:  # a broken torch install must not stop the offline path

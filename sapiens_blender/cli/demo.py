@@ -65,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
         maps, model_info = _analyze(photo, args, timings)
         maps.save(out / f"{stem}.npz")
         t = time.perf_counter()
-        api.new_scene()
-        result = api.build_from_maps(maps, name=stem, stride=args.stride)
+        result, rig_error = _build(api, maps, stem, args.stride)
         _stage(timings, "build", t)
         written = []
         for ext in (".blend", ".glb"):
@@ -77,7 +76,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     _print_summary(photo, maps, model_info, result, written, timings, time.perf_counter() - total)
+    if rig_error:
+        print(f"warning: the asset is NOT rigged: {rig_error}", file=sys.stderr)
     return 0
+
+
+def _build(api, maps, stem: str, stride: int):
+    """Build the rigged asset; when no skeleton can be built, say why and build it unrigged
+    (a mesh, camera and materials are still worth having). Returns (result, rig error or '')."""
+    from ..core.geometry.types import GeometryError
+
+    api.new_scene()
+    try:
+        return api.build_from_maps(maps, name=stem, stride=stride), ""
+    except GeometryError as exc:
+        if "skeleton" not in str(exc):
+            raise
+        api.new_scene()
+        return api.build_from_maps(maps, name=stem, stride=stride, armature=False), str(exc)
 
 
 def _analyze(photo: Path, args, timings: dict):

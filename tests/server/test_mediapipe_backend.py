@@ -196,6 +196,15 @@ def test_auto_without_a_gpu_chooses_mediapipe(monkeypatch):
     assert "no GPU" in reason or "not installed" in reason
 
 
+def test_auto_asks_torch_when_a_driver_exists_and_honours_a_forced_model(monkeypatch):
+    monkeypatch.setattr(auto, "may_have_accelerator", lambda: True)
+    monkeypatch.delenv("SAPIENS_AUTO_MODEL", raising=False)
+    name, reason = auto.choose()  # torch itself now says whether CUDA/MPS works (here: no)
+    assert name == "mediapipe" and ("no GPU/accelerator" in reason or "not installed" in reason)
+    monkeypatch.setenv("SAPIENS_AUTO_MODEL", "mediapipe")
+    assert auto.choose() == ("mediapipe", "SAPIENS_AUTO_MODEL=mediapipe is set")
+
+
 def test_auto_chooses_sapiens2_with_a_gpu_and_weights(tmp_path, monkeypatch):
     """The decision rule, with a stand-in for hardware this machine lacks (a GPU)."""
     (tmp_path / "fake_sapiens2_gpu.py").write_text(
@@ -203,6 +212,7 @@ def test_auto_chooses_sapiens2_with_a_gpu_and_weights(tmp_path, monkeypatch):
         "def weights_available(size, task=None):\n    return size == '0.4b'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("SAPIENS_AUTO_MODEL", raising=False)
+    monkeypatch.setattr(auto, "may_have_accelerator", lambda: True)  # a GPU driver is present
     assert auto.choose("fake_sapiens2_gpu") == ("sapiens2-0.4b", "cuda available and Sapiens2 0.4b weights available")
     monkeypatch.setenv("SAPIENS_AUTO_SIZE", "1b")  # no weights for this size
     name, reason = auto.choose("fake_sapiens2_gpu")
