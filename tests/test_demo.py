@@ -67,7 +67,7 @@ def test_demo_writes_a_rigged_asset_that_loads_back(tmp_path):
     assert match, text
     vertices, parts, bones = map(int, match.groups())
     assert vertices > 5000 and parts >= 5 and bones >= 10
-    assert re.search(r"seconds per stage: server start [\d.]+, analysis [\d.]+, build [\d.]+", text)
+    assert re.search(r"seconds per stage: server start [\d.]+, model load [\d.]+, analysis [\d.]+, build [\d.]+", text)
     for name in ("astronaut.blend", "astronaut.glb", "astronaut.npz"):
         assert (out / name).is_file() and (out / name).stat().st_size > 10_000, name
 

@@ -138,6 +138,8 @@ class MediaPipeBackend(Backend):
                 enable_segmentation=True,
                 refine_face_landmarks=False,
             )
+            # The first inference initialises the XNNPACK delegate (~0.5 s): pay it at load.
+            self._holistic.process(np.full((64, 64, 3), 127, np.uint8))
             progress("load", 1.0, "MediaPipe ready")
 
     def unload(self) -> None:

@@ -108,6 +108,9 @@ def _analyze(photo: Path, args, timings: dict):
         client = server.ensure_running()
         _stage(timings, "server start", t)
         t = time.perf_counter()
+        client.load_model(args.model, timeout=600)  # auto decides here, and says why
+        _stage(timings, "model load", t)
+        t = time.perf_counter()
         maps = analyze_photo(client, photo, args.model, timeout=600)
         _stage(timings, "analysis", t)
         try:
