@@ -14,6 +14,7 @@ from bpy.props import BoolProperty, EnumProperty, StringProperty
 from ..core import env_setup
 from ..core.jobs import Job
 from . import jobs, state
+from .properties import _PATH_OPTIONS
 
 from .. import __package__ as ADDON_ID  # bl_ext.user_default.sapiens_blender once installed
 
@@ -98,7 +99,7 @@ class SapiensPreferences(bpy.types.AddonPreferences):
         default=state.LOCAL,
     )
     python_path: StringProperty(
-        name="Python", subtype="FILE_PATH",
+        name="Python", subtype="FILE_PATH", **_PATH_OPTIONS,
         description="Python interpreter of the environment that has torch (the server runs there)",
     )
     remote_url: StringProperty(name="URL", default="http://127.0.0.1:8000")
@@ -119,7 +120,7 @@ class SapiensPreferences(bpy.types.AddonPreferences):
         default="auto",
     )
     weights_dir: StringProperty(
-        name="Weights Folder", subtype="DIR_PATH",
+        name="Weights Folder", subtype="DIR_PATH", **_PATH_OPTIONS,
         description="Where model weights are cached (empty: the extension's user folder)",
     )
     extra_server_args: StringProperty(

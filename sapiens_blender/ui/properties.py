@@ -9,6 +9,10 @@ from bpy.props import EnumProperty, PointerProperty, StringProperty
 from . import storage
 
 ALL_PEOPLE = "ALL"
+# Newer Blenders warn about "//" paths unless the property says it supports them; older ones
+# reject the option at registration, so it is passed only where RNA knows it.
+_PATH_OPTIONS = ({"options": {"PATH_SUPPORTS_BLEND_RELATIVE"}}
+                 if "is_path_supports_blend_relative" in bpy.types.Property.bl_rna.properties else {})
 _person_items_cache: list = []
 
 
@@ -28,7 +32,7 @@ class SapiensSceneProperties(bpy.types.PropertyGroup):
         default="FILE",
     )
     photo_path: StringProperty(name="Photo File", subtype="FILE_PATH",
-                               description="Photo of one or more people")
+                               description="Photo of one or more people", **_PATH_OPTIONS)
     photo_image: PointerProperty(name="Photo Image", type=bpy.types.Image)
     analysis: PointerProperty(name="Analysis", type=bpy.types.Text,
                               description="The stored maps of the last analysis")
