@@ -158,3 +158,15 @@ def test_json_base64_bytes_output():
                          "parameters": {"content_type": "base64"}, "data": ["/wA=", ""]}]}
     _, out = decode_response(json.dumps(head).encode(), None)
     assert list(out["s"]) == [b"\xff\x00", b""]
+
+
+def test_client_side_modules_need_only_numpy_and_the_standard_library():
+    """They run inside Blender's Python: no torch, bpy, server stack or image library."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport sapiens_blender.core.analysis, sapiens_blender.core.server_process\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'bpy', 'fastapi', "
+            "'uvicorn', 'PIL', 'inference_server', 'cv2', 'requests', 'urllib3'}))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
