@@ -23,6 +23,25 @@ def parent_with_automatic_weights(mesh_obj: bpy.types.Object, arm_obj: bpy.types
             bpy.ops.object.parent_set(type="ARMATURE_AUTO")
 
 
+def transfer_weights(source: bpy.types.Object, target: bpy.types.Object) -> None:
+    """Copy every vertex group of ``source`` onto ``target``, interpolated from the nearest face.
+
+    One C-level operator call (Data Transfer), however many vertices: used to carry bone-heat
+    weights solved on a coarse proxy over to the full-resolution mesh.
+    """
+    with preserved_selection() as view_layer:
+        select_only(view_layer, [source, target], source)
+        with bpy.context.temp_override(
+            active_object=source, object=source,
+            selected_objects=[source, target], selected_editable_objects=[source, target],
+        ):
+            bpy.ops.object.data_transfer(
+                use_reverse_transfer=False, data_type="VGROUP_WEIGHTS", use_create=True,
+                vert_mapping="POLYINTERP_NEAREST", layers_select_src="ALL", layers_select_dst="NAME",
+                mix_mode="REPLACE",
+            )
+
+
 def parent_with_armature(mesh_obj: bpy.types.Object, arm_obj: bpy.types.Object) -> None:
     """Parent + Armature modifier without computing weights (for weights written by us)."""
     mesh_obj.parent = arm_obj
@@ -97,18 +116,28 @@ def skin(
     fallback_weights,
     bone_names: list[str],
     method: str = "auto",
+    proxy: bpy.types.Object | None = None,
 ) -> dict:
     """Parent the mesh to the armature and make sure every vertex is weighted.
 
     method 'auto': bone heat, then ``fallback_weights`` (part-based, from the geometry core;
     dense or sparse as in ``write_weights``) for the vertices bone heat left without weight;
-    'parts': fallback weights only.
+    'parts': fallback weights only. With ``proxy`` (a coarser mesh of the same surface, linked
+    in the scene) bone heat is solved on the proxy and its weights transferred: bone heat grows
+    much faster than linearly with the vertex count (36 s at 77k vertices, see
+    docs/performance.md), the transferred weights are smooth anyway.
     Returns a report: method used, how many vertices fell back, and whether any stay unweighted.
     """
     report = {"method": method, "fallback_vertices": 0, "vertices": len(mesh_obj.data.vertices)}
     if method == "auto":
         try:
-            parent_with_automatic_weights(mesh_obj, arm_obj)
+            if proxy is not None:
+                parent_with_automatic_weights(proxy, arm_obj)
+                parent_with_armature(mesh_obj, arm_obj)
+                transfer_weights(proxy, mesh_obj)
+                report["proxy_vertices"] = len(proxy.data.vertices)
+            else:
+                parent_with_automatic_weights(mesh_obj, arm_obj)
         except RuntimeError as exc:  # bone heat can fail outright on degenerate input
             report["auto_error"] = str(exc)
             parent_with_armature(mesh_obj, arm_obj)

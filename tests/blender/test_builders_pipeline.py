@@ -127,3 +127,21 @@ def test_part_weights_only_and_closed_body(empty):
     edges = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
     _, counts = np.unique(edges, axis=0, return_counts=True)
     assert (counts == 2).all()  # watertight: every edge shared by exactly two triangles
+
+
+def test_bone_heat_on_a_proxy_covers_every_vertex_with_the_right_bones(empty):
+    maps = ellipsoid_maps(128, 96)
+    direct = api.build_from_maps(maps, name="d").people[0]
+    result = api.build_from_maps(maps, name="p", bone_heat_max_vertices=200)
+    person = result.people[0]
+    assert person.report["skinning"]["proxy_vertices"] < len(person.mesh.data.vertices) / 3
+    assert not any("weight proxy" in o.name for o in bpy.data.objects)  # temporary, removed
+    assert not skinning.unweighted_vertices(person.mesh, person.armature).any()
+    # The dominant bone per vertex mostly agrees with bone heat on the full mesh.
+    def dominant(obj):
+        names = [g.name for g in obj.vertex_groups]
+        bones = {g.index for g in obj.vertex_groups if not g.name.startswith("part:")}
+        return np.array([names[max((g for g in v.groups if g.group in bones), key=lambda g: g.weight).group]
+                         for v in obj.data.vertices])
+    agree = (dominant(direct.mesh) == dominant(person.mesh)).mean()  # test-only per-vertex read
+    assert agree > 0.8, agree
