@@ -132,3 +132,13 @@ def test_stride_parts_vote_over_the_block():
     mesh = surface.build_surface_mesh(maps, 1, stride=4, min_island=1)
     first_quad = (mesh.pixel[mesh.faces].max(axis=1) <= 4).all(axis=1)
     assert (mesh.face_parts[first_quad] == PART_NAMES_SAPIENS2.index("Hair")).all()
+
+
+def test_erosion_drops_the_silhouette_rim():
+    maps = plane_maps()
+    full = surface.build_surface_mesh(maps, 1)
+    thin = surface.build_surface_mesh(maps, 1, erode_px=1)
+    assert len(thin.vertices) == (16 - 2) * (24 - 2) and len(full.vertices) == 16 * 24
+    assert thin.report["eroded_px"] == 1
+    with pytest.raises(GeometryError):
+        surface.build_surface_mesh(maps, 1, erode_px=-1)

@@ -59,7 +59,13 @@ def close_body(mesh: SurfaceMesh, maps: Maps, person_id: int | None = None,
 
 def _half_thickness(maps: Maps, pid: int, pixel: np.ndarray) -> np.ndarray:
     person = maps.mask == pid
-    dist = distance_transform(person)  # px, pixel centre to nearest outside centre
+    # Work in the person's bounding box (+1 px of background): the transform's cost grows with
+    # the area and the largest distance, not with the photo.
+    rows, cols = np.nonzero(person)
+    r0, c0 = max(int(rows.min()) - 1, 0), max(int(cols.min()) - 1, 0)
+    dist = np.zeros(person.shape)
+    dist[r0:int(rows.max()) + 2, c0:int(cols.max()) + 2] = distance_transform(
+        person[r0:int(rows.max()) + 2, c0:int(cols.max()) + 2])  # px, to the nearest outside centre
     # Local half-width R: the largest distance within reach (a coarse max filter is enough).
     step = 4
     coarse = dist[::step, ::step]

@@ -21,7 +21,22 @@ from .types import GeometryError, SurfaceMesh
 DEFAULT_MAX_JUMP = 6.0  # footprints; a 80 deg slope is 5.7 footprints, so real surfaces pass
 
 
-def person_depth(maps: Maps, person_id: int) -> np.ndarray:
+def erode(mask: np.ndarray, pixels: int) -> np.ndarray:
+    """Binary erosion by a (2p+1)^2 square: drops the blended silhouette rim of network maps."""
+    out = np.asarray(mask, bool).copy()
+    for _ in range(int(pixels)):
+        inner = out.copy()
+        inner[1:, :] &= out[:-1, :]
+        inner[:-1, :] &= out[1:, :]
+        inner[:, 1:] &= out[:, :-1]
+        inner[:, :-1] &= out[:, 1:]
+        inner[0, :] = inner[-1, :] = False
+        inner[:, 0] = inner[:, -1] = False
+        out = inner
+    return out
+
+
+def person_depth(maps: Maps, person_id: int, erode_px: int = 0) -> np.ndarray:
     """Camera-frame Z [H,W] of the person's pixels (NaN elsewhere); pointmap Z when present."""
     if person_id not in maps.person_ids:
         raise GeometryError(f"person {person_id} is not in the mask (people: {maps.person_ids})")
@@ -29,7 +44,10 @@ def person_depth(maps: Maps, person_id: int) -> np.ndarray:
     if maps.pointmap is not None:
         pz = maps.pointmap[..., 2]
         z = np.where(np.isfinite(pz), pz, z)
-    z = np.where((maps.mask == person_id) & np.isfinite(z) & (z > 0), z, np.nan)
+    person = maps.mask == person_id
+    if erode_px > 0:
+        person = erode(person, erode_px)
+    z = np.where(person & np.isfinite(z) & (z > 0), z, np.nan)
     return z.astype(np.float32)
 
 
@@ -56,15 +74,20 @@ def build_surface_mesh(
     stride: int = 1,
     max_jump: float = DEFAULT_MAX_JUMP,
     min_island: int | None = None,
+    erode_px: int = 0,
 ) -> SurfaceMesh:
     """Triangle mesh of the person's visible surface, camera frame, metres.
 
     ``min_island``: connected pieces with fewer vertices are removed (default: 0.2 % of the
-    person's vertices, at least 10). ``mesh.report`` says what was dropped.
+    person's vertices, at least 10). ``erode_px``: shrink the mask first (network maps blend
+    foreground and background on the silhouette, giving "flying" rim vertices). ``mesh.report``
+    says what was dropped.
     """
     if stride < 1:
         raise GeometryError(f"stride must be >= 1, got {stride}")
-    z_full = person_depth(maps, person_id)
+    if erode_px < 0:
+        raise GeometryError(f"erode_px must be >= 0, got {erode_px}")
+    z_full = person_depth(maps, person_id, erode_px)
     rows = np.arange(0, maps.height, stride)
     cols = np.arange(0, maps.width, stride)
     z = z_full[rows[:, None], cols[None, :]]
@@ -108,7 +131,9 @@ def build_surface_mesh(
         "vertices": int(len(vertices)),
         "faces": int(len(faces)),
         "stride": int(stride),
-        "masked_pixels_without_depth": int(np.count_nonzero((maps.mask == person_id) & ~np.isfinite(z_full))),
+        "masked_pixels_without_depth": int(np.count_nonzero(
+            (maps.mask == person_id) & ~np.isfinite(person_depth(maps, person_id)))),
+        "eroded_px": int(erode_px),
         "triangles_dropped_at_depth_jumps": int(n_jump),
         "islands_removed": islands_removed,
         "island_vertices_removed": int(n_valid - used.sum() + np.count_nonzero(used & small)),
