@@ -194,3 +194,60 @@ def test_wrong_interpreter_gives_a_clear_message(addon):
         prefs.python_path = good
         bpy.ops.sapiens.clear_error()
     state.SESSION.stop_server()
+
+
+def test_remote_mode_uses_a_server_started_elsewhere(addon, tmp_path):
+    from sapiens_blender.core.server_process import ServerProcess
+
+    state, prefs = addon["state"], addon["prefs"]()
+    remote = ServerProcess(sys.executable, ["--backend-module", "tiny_person_backend"], log_dir=tmp_path,
+                           env={"PYTHONPATH": f"{ROOT}{os.pathsep}{HERE}"})
+    client = remote.ensure_running()
+    prefs.server_mode = "REMOTE"
+    prefs.remote_url = client.base_url
+    try:
+        prefs.remote_token = "wrong"
+        result = list(call(bpy.ops.sapiens.analyze))[0]
+        assert result.startswith("ERROR: ") and "token" in result.lower(), result
+        bpy.ops.sapiens.clear_error()
+        prefs.remote_token = remote.token
+        assert bpy.ops.sapiens.analyze() == {"FINISHED"}, state.SESSION.last_error
+        assert state.SESSION.server is None or state.SESSION.server.pid is None  # nothing local started
+        assert state.SESSION.server_state() == "ready"
+    finally:
+        prefs.server_mode = "LOCAL"
+        state.SESSION.stop_server()
+        remote.stop()
+
+
+QUIT_SCRIPT = """
+import os, sys, bpy, addon_utils
+sys.path.insert(0, sys.argv[1])
+addon_utils.enable("sapiens_blender", default_set=True, handle_error=None)
+from sapiens_blender.ui import preferences, state
+preferences.get_prefs().python_path = sys.executable
+assert bpy.ops.sapiens.server_start() == {"FINISHED"}, state.SESSION.last_error
+print("PID", state.SESSION.server.pid, flush=True)
+# the script ends here without stopping anything: like quitting Blender
+"""
+
+
+def test_server_stops_when_blender_quits(tmp_path):
+    import subprocess
+
+    script = tmp_path / "quit.py"
+    script.write_text(QUIT_SCRIPT)
+    env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
+    proc = subprocess.run([sys.executable, str(script), str(ROOT)], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    pid = int(proc.stdout.split("PID")[1].split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    pytest.fail(f"the server (pid {pid}) outlived Blender")
