@@ -130,7 +130,7 @@ class SAPIENS_OT_analyze(_JobOperator, bpy.types.Operator):
         def on_failure(error):
             message = session.set_error(error)
             hint = state.offline_hint(config)
-            if hint and "offline" in message.lower():
+            if hint and any(w in message.lower() for w in ("offline", "weight", "download", "hub", "cache")):
                 session.last_error = f"{message} {hint}"
 
         job = Job("Analysis", work, on_success=on_success, on_failure=on_failure)

@@ -251,3 +251,24 @@ def test_server_stops_when_blender_quits(tmp_path):
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
     pytest.fail(f"the server (pid {pid}) outlived Blender")
+
+
+def test_analyze_an_image_already_in_the_blend(addon):
+    """Photo source 'Image': a loaded file, then a generated image with no file at all."""
+    state = addon["state"]
+    props = bpy.context.scene.sapiens
+    props.photo_source = "IMAGE"
+    try:
+        props.photo_image = bpy.data.images.load(str(addon["photo"]))
+        assert bpy.ops.sapiens.analyze() == {"FINISHED"}, state.SESSION.last_error
+        generated = bpy.data.images.new("painted", 40, 30)
+        generated.pixels.foreach_set(np.full(40 * 30 * 4, 0.5, np.float32))
+        props.photo_image = generated
+        assert bpy.ops.sapiens.analyze() == {"FINISHED"}, state.SESSION.last_error
+        assert tuple(props.parts_image.size) == (40, 30)  # the generated pixels were sent
+        props.photo_image = None
+        assert "Pick an image" in list(call(bpy.ops.sapiens.analyze))[0]
+    finally:
+        props.photo_source = "FILE"
+        bpy.ops.sapiens.clear_error()
+        state.SESSION.stop_server()
