@@ -49,6 +49,7 @@ INSTALL_SCRIPT = textwrap.dedent(
     result["uninstall"] = sorted(bpy.ops.extensions.package_uninstall(
         repo_directory=repo.directory, pkg_id="sapiens_blender"))
     result["left_on_disk"] = __import__("os").path.exists(__import__("os").path.dirname(mod.__file__))
+    result["user_data_left"] = __import__("os").path.exists(result["weights"])
     json.dump(result, open(out_path, "w"))
     """
 )
@@ -123,3 +124,5 @@ def test_installs_enables_disables_and_uninstalls(built_zip, tmp_path):
     disabled = result["disabled"]
     assert disabled == {"panels": [], "operators": [], "scene_props": False, "prefs": False}
     assert result["uninstall"] == ["FINISHED"] and result["left_on_disk"] is False
+    # Blender removes the extension's user folder too (weights, server env): the guide says so.
+    assert result["user_data_left"] is False
