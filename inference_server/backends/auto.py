@@ -16,6 +16,7 @@ Environment: ``SAPIENS_AUTO_SIZE`` (default 0.4b) picks the Sapiens2 size;
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import os
 import platform
@@ -54,6 +55,8 @@ def choose(sapiens2_module: str = "inference_server.backends.sapiens2") -> tuple
         sapiens2 = importlib.import_module(sapiens2_module)
     except ModuleNotFoundError as exc:
         return FALLBACK, f"the Sapiens2 backend is not installed ({exc.name} missing)"
+    if importlib.util.find_spec("torch") is None:
+        return FALLBACK, "torch is not installed (Sapiens2 needs torch and the 'sapiens' extra)"
     if not may_have_accelerator():
         return FALLBACK, "no GPU driver found (NVIDIA/AMD/Apple); Sapiens2 on this CPU would be slow"
     try:
