@@ -296,3 +296,18 @@ def hit_normals(scene: Scene) -> np.ndarray:
     out = np.full((h * w, 3), np.nan)
     out[ray] = n
     return out.reshape(h, w, 3)
+
+
+def with_clothing(maps: Maps) -> Maps:
+    """A copy whose part labels look like a clothed person's: torso and arms -> Upper_Clothing,
+    legs -> Lower_Clothing (what Sapiens labels on a T-shirt and trousers)."""
+    import copy
+
+    out = copy.deepcopy(maps)
+    names = PART_NAMES_SAPIENS2
+    upper = [names.index(n) for n in ("Torso", "Left_Upper_Arm", "Right_Upper_Arm",
+                                       "Left_Lower_Arm", "Right_Lower_Arm")]
+    lower = [names.index(n) for n in ("Left_Upper_Leg", "Right_Upper_Leg", "Left_Lower_Leg", "Right_Lower_Leg")]
+    out.parts[np.isin(maps.parts, upper)] = names.index("Upper_Clothing")
+    out.parts[np.isin(maps.parts, lower)] = names.index("Lower_Clothing")
+    return out

@@ -101,7 +101,7 @@ def lift_joints(maps: Maps, person_id: int, mesh=None, min_score: float = 0.3) -
         rule = LIMB_RULES[n]
         p = kp[KEYPOINT_INDEX[n], :2]
         region = _region(maps, person, name_to_id, rule.parts)
-        width = _limb_width(kp, n, rule, region, max_px)
+        width = _limb_width(kp, n, rule, region, max_px, z, focal)
         depth_region = region | _region(maps, person, name_to_id, rule.depth_parts, clothes=False) \
             if rule.depth_parts else region
         zs = _surface_depth(z, depth_region, p, radius=max(1.5, 0.15 * (width or 0.0)))
@@ -135,7 +135,7 @@ def _score(kp: np.ndarray, name: str) -> float:
     return s if np.isfinite(x) and np.isfinite(y) else 0.0
 
 
-def _limb_width(kp, name, rule: LimbRule, region, max_px) -> float | None:
+def _limb_width(kp, name, rule: LimbRule, region, max_px, z, focal) -> float | None:
     """Silhouette width (px) across the limb; the smaller of two for a bent joint; None if the
     limb direction is unknown or the sample point is off the limb."""
     p = kp[KEYPOINT_INDEX[name], :2]
@@ -146,7 +146,7 @@ def _limb_width(kp, name, rule: LimbRule, region, max_px) -> float | None:
         q = kp[KEYPOINT_INDEX[other], :2]
         if np.linalg.norm(q - p) < 1.0:
             continue
-        w = widths_across(region, (p + along * (q - p))[None], (q - p)[None], max_px)[0]
+        w = widths_across(region, (p + along * (q - p))[None], (q - p)[None], max_px, depth=z, focal=focal)[0]
         if w > 0:
             found.append(w)
     return min(found) if found else None

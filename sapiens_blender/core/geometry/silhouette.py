@@ -7,13 +7,19 @@ import numpy as np
 
 
 def widths_across(inside: np.ndarray, centres: np.ndarray, directions: np.ndarray,
-                  max_px: float, step: float = 0.5) -> np.ndarray:
+                  max_px: float, step: float = 0.5, depth: np.ndarray | None = None,
+                  focal: float | None = None, slack_m: float = 0.04) -> np.ndarray:
     """Silhouette width (px) through each centre, across its direction (vectorised over both).
 
     ``inside`` is a bool [H,W] region; ``centres`` [J,2] are (x, y) pixel coordinates and
     ``directions`` [J,2] the limb directions (x, y). Walks both ways along the perpendicular
     until the first sample outside ``inside`` (or the image); the width is the sum of both walks.
     A centre that is itself outside gives 0.
+
+    With ``depth`` (and ``focal``), the walk also stops where the depth departs from the
+    centre's by more than 1.5x the distance walked (in metres) plus ``slack_m``: across a round
+    limb the depth changes no faster than the distance walked, so a bigger step is another
+    surface (a forearm lying in front of the torso, both labelled as the same clothing).
     """
     centres = np.asarray(centres, np.float64).reshape(-1, 2)
     d = np.asarray(directions, np.float64).reshape(-1, 2)
@@ -30,6 +36,12 @@ def widths_across(inside: np.ndarray, centres: np.ndarray, directions: np.ndarra
         ok = (row >= 0) & (row < h) & (col >= 0) & (col < w)
         hit = np.zeros(ok.shape, bool)
         hit[ok] = inside[row[ok], col[ok]]
+        if depth is not None:
+            z = np.full(ok.shape, np.nan)
+            z[ok] = depth[row[ok], col[ok]]
+            zc = z[:, :1]
+            with np.errstate(invalid="ignore"):
+                hit &= np.abs(z - zc) <= 1.5 * ts[None, :] * zc / focal + slack_m
         # First sample that leaves the region; a run that never leaves counts as max_px.
         leaves = ~hit
         first = np.where(leaves.any(axis=1), leaves.argmax(axis=1), len(ts))
