@@ -49,6 +49,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="import this module to register extra backends (repeatable)")
     p.add_argument("--parent-pid", type=int, help="exit when this process dies")
     p.add_argument("--log-file", help="log file (default <tempdir>/sapiens_blender/server-<pid>.log)")
+    p.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"],
+                   help="HTTP/1.1 parser (auto: httptools when installed, it is faster)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p.parse_args(argv)
 
@@ -177,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         any_host=args.allow_remote and not args.allowed_host and not _is_loopback(args.host),
         extra_hosts=[args.host, *args.allowed_host] if args.allow_remote else [])
     asgi, jobs = create_app(config)
-    server = _Server(uvicorn.Config(asgi, log_config=None, lifespan="off", access_log=False,
-                                    timeout_graceful_shutdown=10), jobs.shutdown)
+    server = _Server(uvicorn.Config(asgi, http=args.http, log_config=None, lifespan="off",
+                                    access_log=False,
+                                    timeout_graceful_shutdown=10,
+                                    timeout_keep_alive=60), jobs.shutdown)
     if args.parent_pid:
         _watch_parent(args.parent_pid, server.request_exit)
     ready = {"host": args.host, "port": port, "pid": os.getpid(), "version": __version__}

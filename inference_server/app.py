@@ -42,6 +42,26 @@ class ServerConfig:
     extra_hosts: list[str] = field(default_factory=list)
 
 
+class ChunksResponse(Response):
+    """A binary v2 answer sent as its buffers (JSON header, then each tensor) without joining
+    them: the maps reach the socket without an extra copy."""
+
+    media_type = "application/octet-stream"
+
+    def __init__(self, chunks: list, header_length: int):
+        self.chunks = chunks
+        total = sum(len(c) if isinstance(c, bytes) else c.nbytes for c in chunks)
+        super().__init__(None, 200, {"Inference-Header-Content-Length": str(header_length),
+                                     "Content-Length": str(total)})
+
+    async def __call__(self, scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code,
+                    "headers": self.raw_headers})
+        for i, chunk in enumerate(self.chunks):
+            await send({"type": "http.response.body", "body": chunk,
+                        "more_body": i < len(self.chunks) - 1})
+
+
 def error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
@@ -167,9 +187,8 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
         except Exception as exc:
             return _error_for(exc)
         if json_length is None:
-            return Response(payload, media_type="application/json")
-        return Response(payload, media_type="application/octet-stream",
-                        headers={"Inference-Header-Content-Length": str(json_length)})
+            return Response(b"".join(payload), media_type="application/json")
+        return ChunksResponse(payload, json_length)
 
     @app.post("/v2/repository/index")
     async def repository_index():

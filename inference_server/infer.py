@@ -17,10 +17,10 @@ from .backends.base import BackendError
 from .jobs import Job
 from .models import DENSE_OUTPUTS, ECHO, ModelSlot, parse_options
 from .processing.image_io import check_pixels_array, decode_image
-from .protocol import InferRequest, ProtocolError, Tensor, encode_message, tensor
+from .protocol import InferRequest, ProtocolError, Tensor, encode_chunks, tensor
 
 MAX_ECHO_DELAY_MS = 10_000
-Encoded = tuple[bytes, "int | None"]
+Encoded = tuple[list, "int | None"]  # body buffers, Inference-Header-Content-Length
 
 
 def _binary_flags(req: InferRequest, tensors: list[Tensor], default: Callable[[Tensor], bool],
@@ -74,7 +74,7 @@ def prepare_echo(req: InferRequest) -> Callable[[Job], Encoded]:
         job.report("encode")
         outputs = [by_name[n] for n in names]
         flags = _binary_flags(req, outputs, lambda t: t.binary)
-        return encode_message(_header(req, job, ECHO, "1"), "outputs", outputs, flags)
+        return encode_chunks(_header(req, job, ECHO, "1"), "outputs", outputs, flags)
 
     return work
 
@@ -115,7 +115,7 @@ def prepare_maps(req: InferRequest, slot: ModelSlot, *, max_pixels: int,
         produced = maps_to_tensors(maps, slot.name)
         outputs = [produced[n] for n in names if n in produced]
         flags = _binary_flags(req, outputs, lambda t: False, DENSE_OUTPUTS)
-        return encode_message(_header(req, job, slot.name, slot.version), "outputs", outputs, flags)
+        return encode_chunks(_header(req, job, slot.name, slot.version), "outputs", outputs, flags)
 
     return work
 

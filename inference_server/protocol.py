@@ -130,8 +130,12 @@ def _check_shape(name: str, shape) -> tuple[int, ...]:
 
 # ---- binary ----------------------------------------------------------------------------------
 
-def to_bytes(t: Tensor) -> bytes:
-    """Raw little-endian row-major bytes of a tensor (BYTES: 4-byte length prefix each)."""
+def to_bytes(t: Tensor) -> bytes | memoryview:
+    """Raw little-endian row-major bytes of a tensor (BYTES: 4-byte length prefix each).
+
+    Numeric tensors come back as a zero-copy memoryview when the array is already contiguous
+    little-endian: a 1024x768 map is never copied on its way to the socket.
+    """
     if t.datatype == "BYTES":
         parts = []
         for item in t.array.reshape(-1).tolist():
@@ -139,7 +143,7 @@ def to_bytes(t: Tensor) -> bytes:
             parts.append(item)
         return b"".join(parts)
     arr = np.ascontiguousarray(t.array, dtype=NUMPY_DTYPES[t.datatype])
-    return arr.tobytes()
+    return memoryview(arr.reshape(-1).view(np.uint8))
 
 
 def from_bytes(name: str, datatype: str, shape: tuple[int, ...], raw: memoryview) -> np.ndarray:
@@ -268,9 +272,10 @@ def to_json(t: Tensor) -> tuple[list, dict]:
 
 # ---- messages --------------------------------------------------------------------------------
 
-def encode_message(header: dict, key: str, tensors: Iterable[Tensor],
-                   binary: Iterable[bool]) -> tuple[bytes, int | None]:
-    """Body bytes and Inference-Header-Content-Length (None when the body is pure JSON)."""
+def encode_chunks(header: dict, key: str, tensors: Iterable[Tensor],
+                  binary: Iterable[bool]) -> tuple[list, int | None]:
+    """Body as a list of buffers (JSON header first, then the binary tensors, uncopied) and the
+    Inference-Header-Content-Length (None when the body is pure JSON)."""
     metas, blobs = [], []
     for t, as_binary in zip(tensors, binary):
         meta = {"name": t.name, "datatype": t.datatype, "shape": t.shape}
@@ -280,7 +285,7 @@ def encode_message(header: dict, key: str, tensors: Iterable[Tensor],
         if as_binary or t.datatype == "BF16":
             blob = to_bytes(t)
             blobs.append(blob)
-            params["binary_data_size"] = len(blob)
+            params["binary_data_size"] = len(blob) if isinstance(blob, bytes) else blob.nbytes
         else:
             meta["data"], extra = to_json(t)
             params.update(extra)
@@ -288,9 +293,14 @@ def encode_message(header: dict, key: str, tensors: Iterable[Tensor],
             meta["parameters"] = params
         metas.append(meta)
     head = json.dumps({**header, key: metas}, separators=(",", ":"), allow_nan=False).encode()
-    if not blobs:
-        return head, None
-    return b"".join([head, *blobs]), len(head)
+    return [head, *blobs], (len(head) if blobs else None)
+
+
+def encode_message(header: dict, key: str, tensors: Iterable[Tensor],
+                   binary: Iterable[bool]) -> tuple[bytes, int | None]:
+    """Body bytes and Inference-Header-Content-Length (None when the body is pure JSON)."""
+    chunks, header_length = encode_chunks(header, key, tensors, binary)
+    return b"".join(chunks), header_length
 
 
 def decode_message(body: bytes | memoryview, header_length: int | None,
