@@ -23,13 +23,13 @@ PUMP_INTERVAL = 0.1
 BLOCKING: bool | None = None
 
 
-def launch(job: Job, kind: str, *, setup: bool = False) -> Job:
-    """Make `job` the session's current (or environment set-up) job and run it."""
+def launch(job: Job, kind: str, *, slot: str = "job") -> Job:
+    """Run `job` as the session's `slot` ("job": the panel's; "setup_job"/"check_job": the
+    preferences' environment set-up and interpreter check, which may run alongside)."""
     session = state.SESSION
-    if setup:
-        session.setup_job = job
-    else:
-        session.job, session.job_kind = job, kind
+    setattr(session, slot, job)
+    if slot == "job":
+        session.job_kind = kind
         session.clear_error()
     blocking = bpy.app.background if BLOCKING is None else BLOCKING
     if blocking:
@@ -37,7 +37,10 @@ def launch(job: Job, kind: str, *, setup: bool = False) -> Job:
         redraw_ui()
     else:
         job.start()
-        bpy.app.timers.register(functools.partial(_tick, job), first_interval=PUMP_INTERVAL)
+        # persistent: keep pumping across File > Open (load_pre cancels the job, and the pump
+        # must still deliver that cancellation or the panel would stay busy forever).
+        bpy.app.timers.register(functools.partial(_tick, job), first_interval=PUMP_INTERVAL,
+                                persistent=True)
     return job
 
 

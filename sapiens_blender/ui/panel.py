@@ -115,8 +115,9 @@ def draw_server(layout, context) -> None:
     label = f"Server: {server_state}"
     if session.job_running() and session.job_kind == "start server":
         label = "Server: starting"
-    if session.server is not None and server_state == "ready":
-        label += f" ({session.server.status()['url']})"
+    url, server_error = session.server_detail()
+    if server_state == "ready" and url:
+        label += f" ({url})"
     elif session.remote_client is not None:
         label += f" ({session.remote_client.base_url})"
     col.label(text=label, icon=icons.get(server_state, "QUESTION"))
@@ -130,8 +131,8 @@ def draw_server(layout, context) -> None:
     sub = row.row(align=True)
     sub.enabled = not busy and server_state == "ready"
     sub.operator("sapiens.free_memory", text="Free GPU Memory", icon="TRASH")
-    if session.server is not None and server_state == "error":
-        col.label(text=session.server.status()["last_error"][:90], icon="ERROR")
+    if server_state == "error" and server_error:
+        col.label(text=server_error[:90], icon="ERROR")
 
 
 def _wrap(text: str, width: int) -> list[str]:

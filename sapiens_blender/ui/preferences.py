@@ -202,12 +202,27 @@ class SAPIENS_OT_check_interpreter(bpy.types.Operator):
     bl_idname = "sapiens.check_interpreter"
     bl_label = "Check Python"
 
+    @classmethod
+    def poll(cls, context):
+        job = state.SESSION.check_job
+        return job is None or job.finished
+
     def execute(self, context):
         prefs = get_prefs(context)
         python = bpy.path.abspath(prefs.python_path) if prefs and prefs.python_path else ""
-        result = env_setup.probe_interpreter(python, timeout=60)
-        state.SESSION.check_result = result
-        self.report({"INFO"} if result["ok"] else {"WARNING"}, result["message"])
+        session = state.SESSION
+        session.check_result = {"ok": True, "message": f"checking {python or 'the interpreter'}…"}
+
+        def done(result):
+            session.check_result = result
+
+        # Importing torch takes seconds: run the probe off the main thread.
+        job = Job("Interpreter check", lambda progress: env_setup.probe_interpreter(python, timeout=60),
+                  on_success=done)
+        jobs.launch(job, "check", slot="check_job")
+        if job.finished:  # background mode: report like any operator
+            result = session.check_result
+            self.report({"INFO"} if result.get("ok") else {"WARNING"}, result.get("message", ""))
         return {"FINISHED"}
 
 
@@ -231,18 +246,18 @@ class SAPIENS_OT_setup_environment(bpy.types.Operator):
                                  torch=env_setup.detect_torch_variant())
         log_path = os.path.join(user_dir(), "server-env-setup.log")
         session.setup_log = log_path
-        prefs = get_prefs(context)
 
         def work(progress):
             return env_setup.build_environment(plan, log_path, progress.update, progress.cancel_event)
 
         def done(python):
+            prefs = get_prefs()  # looked up again: the preferences may have been reloaded since
             if prefs is not None:
                 prefs.python_path = str(python)
             session.check_result = {}
 
-        job = Job("setup environment", work, on_success=done)
-        jobs.launch(job, "setup", setup=True)
+        job = Job("Server environment set-up", work, on_success=done)
+        jobs.launch(job, "setup", slot="setup_job")
         return {"FINISHED"}
 
 

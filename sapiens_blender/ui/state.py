@@ -97,6 +97,7 @@ class Session:
     last_info: str = ""
     check_result: dict = field(default_factory=dict)
     setup_job: Job | None = None
+    check_job: Job | None = None
     setup_log: str = ""
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -105,11 +106,25 @@ class Session:
         return self.job is not None and self.job.state == RUNNING
 
     def server_state(self) -> str:
+        """Lock-free on purpose: ServerProcess holds its lock for the whole start-up, and the
+        panel calls this while drawing, so status() would freeze the UI until the server is up."""
         if self.remote_client is not None:
             return "ready"
-        if self.server is None:
+        server = self.server
+        if server is None:
             return "stopped"
-        return self.server.status()["state"]
+        current = server.state
+        if current == "ready" and not server.is_running():
+            return "error"  # crashed since; ensure_running() restarts it on the next click
+        return current
+
+    def server_detail(self) -> tuple[str, str]:
+        """(url, last error) of the local server, lock-free like server_state()."""
+        server = self.server
+        if server is None:
+            return "", ""
+        return server.url, server.last_error or (
+            "the inference server stopped unexpectedly" if self.server_state() == "error" else "")
 
     def panel_state(self) -> str:
         if self.job_running():
@@ -187,13 +202,13 @@ class Session:
         """The client of a server already running, or None (never starts one)."""
         if self.remote_client is not None:
             return self.remote_client
-        if self.server is not None and self.server.status()["state"] == "ready":
+        if self.server is not None and self.server_state() == "ready":
             return self.server.ensure_running()
         return None
 
     def shutdown(self) -> None:
         """Blender quits / the add-on is disabled: cancel work and stop the server."""
-        for job in (self.job, self.setup_job):
+        for job in (self.job, self.setup_job, self.check_job):
             if job is not None:
                 job.cancel()
         self.stop_server()

@@ -147,20 +147,41 @@ def test_no_server_state(ui):
     assert draw_all(panel)["main"].buttons()["sapiens.analyze"] is True
 
 
-def test_starting_state(ui):
+def test_starting_state_never_blocks_the_ui(ui, tmp_path):
+    """A real ServerProcess whose interpreter never prints its ready line holds its lock for the
+    whole start-up; drawing must not wait for it."""
+    import time
+
+    from sapiens_blender.ui import jobs
+
     panel, _, state = ui
-    gate, job = blocked_job("start server", state, stage="starting server", fraction=None)
+    state.reset_session()
+    slow_python = tmp_path / "slow_python"
+    slow_python.write_text("#!/bin/sh\nsleep 3\n")
+    slow_python.chmod(0o755)
+    config = state.ServerConfig(python=str(slow_python), startup_timeout=2.0)
+    job = Job("Server start", lambda progress: state.SESSION.connect(config),
+              on_failure=state.SESSION.set_error)
+    jobs.BLOCKING = False
     try:
+        jobs.launch(job, "start server")
+        deadline = time.monotonic() + 5
+        while state.SESSION.server_state() != "starting" and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert state.SESSION.panel_state() == state.STARTING
+        start = time.monotonic()
         d = draw_all(panel)
+        assert time.monotonic() - start < 0.5  # the server is still starting: no wait
         assert d["main"].buttons() == {"sapiens.analyze": False, "sapiens.cancel": True}
-        assert "starting server" in d["main"].labels()  # unknown fraction: a label, not a bar
         assert set(d["server"].buttons().values()) == {False}
         assert "Server: starting" in d["server"].labels()
+        assert job.wait(10) and job.state == "failed"  # the ready line never came
+        assert "did not become ready" in state.SESSION.last_error
+        d = draw_all(panel)
+        assert d["server"].buttons()["sapiens.server_start"] is True
     finally:
-        job.cancel()
-        gate.set()
-        job.wait(5)
+        jobs.BLOCKING = None
+        state.reset_session()
 
 
 def test_ready_state_with_analysis_and_several_people(ui):
