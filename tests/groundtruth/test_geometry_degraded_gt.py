@@ -5,12 +5,15 @@ keypoints, two people."""
 import copy
 
 import numpy as np
+import pytest
 from scenes import visible_points
 from scipy.spatial import cKDTree
 
 from sapiens_blender.core.geometry import joints as joints_mod
 from sapiens_blender.core.geometry import skeleton, surface
 from sapiens_blender.core.goliath import KEYPOINT_INDEX
+
+pytestmark = pytest.mark.groundtruth
 
 
 def _copy_maps(scene):

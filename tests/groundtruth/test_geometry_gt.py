@@ -16,6 +16,8 @@ from sapiens_blender.core.geometry.closed import close_body
 from sapiens_blender.core.geometry.types import CAMERA_TO_BLENDER
 from sapiens_blender.core.goliath import KEYPOINT_INDEX
 
+pytestmark = pytest.mark.groundtruth
+
 LIMB_JOINTS = ("left_elbow", "right_elbow", "left_wrist", "right_wrist",
                "left_knee", "right_knee", "left_ankle", "right_ankle")
 ROOT_JOINTS = ("left_shoulder", "right_shoulder", "left_hip", "right_hip")
