@@ -145,3 +145,12 @@ def test_part_weights_cover_every_vertex_and_respect_parts():
     assert used <= {"hand.R", "forearm.R"}
     rows, weights = vw.group("hand.R")
     assert len(rows) > 0 and (weights > 0).all()
+
+
+def test_tangent_map_of_a_closed_body_uses_front_vertices_only():
+    maps = sphere_maps()
+    closed = close_body(surface.build_surface_mesh(maps, 1), maps)
+    tmap = normals.tangent_space_normal_map(closed, maps)
+    assert np.isnan(tmap[-1, -1]).all()  # a background corner stays empty
+    on = maps.mask == 1
+    assert np.isfinite(tmap[on]).mean() > 0.95

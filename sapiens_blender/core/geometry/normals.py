@@ -94,7 +94,8 @@ def tangent_space_normal_map(mesh: SurfaceMesh, maps: Maps) -> np.ndarray:
     h, w = maps.height, maps.width
     stride = int(mesh.report.get("stride", 1))
     lookup = np.full((h, w), -1, np.int64)
-    lookup[mesh.pixel[:, 0], mesh.pixel[:, 1]] = np.arange(len(mesh.vertices))
+    has = mesh.pixel[:, 0] >= 0  # back vertices of a closed body have no pixel
+    lookup[mesh.pixel[has, 0], mesh.pixel[has, 1]] = np.nonzero(has)[0]
     rr, cc = np.mgrid[0:h, 0:w]
     vid = lookup[(rr // stride) * stride, (cc // stride) * stride]
     ok = (vid >= 0) & np.isfinite(obj).all(axis=-1)
