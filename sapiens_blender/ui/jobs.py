@@ -14,7 +14,7 @@ import functools
 
 import bpy
 
-from ..core.jobs import Job
+from ..core.jobs import CANCELLED, DONE, Job
 from . import state
 
 PUMP_INTERVAL = 0.1
@@ -51,7 +51,30 @@ def _tick(job: Job):
         state.SESSION.set_error(exc)
         finished = True
     redraw_ui()
+    if finished:
+        report_outcome(job)
     return None if finished else PUMP_INTERVAL
+
+
+def outcome(job: Job) -> tuple[str, str]:
+    """(report level, message) for a finished job: what the operator would have reported."""
+    session = state.SESSION
+    if job.state == DONE:
+        return "INFO", session.last_info or f"{job.name}: done"
+    if job.state == CANCELLED:
+        return "WARNING", f"{job.name} was cancelled."
+    message = session.last_error if job is session.job else state.describe_error(job.error or job.message)
+    return "ERROR", f"{job.name} failed: {message}"
+
+
+def report_outcome(job: Job) -> None:
+    """The operator returned long ago (interactive mode): report through a tiny operator so the
+    outcome still reaches the status bar and the Info log, not only the panel."""
+    level, message = outcome(job)
+    try:
+        bpy.ops.sapiens.report(level=level, message=message[:1000])
+    except (RuntimeError, AttributeError):
+        pass  # add-on disabled meanwhile, or an ERROR report raised in background mode
 
 
 def redraw_ui() -> None:

@@ -239,5 +239,21 @@ class SAPIENS_OT_clear_error(bpy.types.Operator):
         return {"FINISHED"}
 
 
-CLASSES = (SAPIENS_OT_analyze, SAPIENS_OT_cancel, SAPIENS_OT_server_start, SAPIENS_OT_server_stop,
+class SAPIENS_OT_report(bpy.types.Operator):
+    """Show a finished background job's outcome in Blender's status bar and Info log"""
+
+    bl_idname = "sapiens.report"
+    bl_label = "Sapiens Report"
+    bl_options = {"INTERNAL"}
+
+    level: bpy.props.EnumProperty(items=[("INFO", "Info", ""), ("WARNING", "Warning", ""),
+                                         ("ERROR", "Error", "")], default="INFO")
+    message: bpy.props.StringProperty()
+
+    def execute(self, context):
+        self.report({self.level}, self.message)
+        return {"FINISHED"}
+
+
+CLASSES = (SAPIENS_OT_report, SAPIENS_OT_analyze, SAPIENS_OT_cancel, SAPIENS_OT_server_start, SAPIENS_OT_server_stop,
            SAPIENS_OT_free_memory, SAPIENS_OT_clear_error)

@@ -149,6 +149,9 @@ def test_cancel_stops_a_running_analysis(addon):
         assert bpy.ops.sapiens.cancel.poll() and bpy.ops.sapiens.cancel() == {"FINISHED"}
         assert job.wait(10)
         assert job.state == "cancelled" and not bpy.ops.sapiens.cancel.poll()
+        # What the (never firing) timer does next: stop itself and report the outcome.
+        assert jobs._tick(job) is None
+        assert jobs.outcome(job) == ("WARNING", "Analysis was cancelled.")
         assert state.SESSION.panel_state() != state.BUSY
     finally:
         jobs.BLOCKING = None
