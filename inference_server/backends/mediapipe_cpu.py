@@ -6,38 +6,19 @@ Uses only the models bundled in the ``mediapipe`` 0.10.21 wheel: the legacy Holi
 face mesh, hands). Complexity 0 and 2 are NOT bundled (MediaPipe would download them at
 construction), so they are never used. No torch anywhere on this path.
 
-People: Holistic sees one person per pass; after each pass that person is painted out and
-the photo is searched again, up to ``max_people``. Each instance is that pass's segmentation
-minus the pixels already claimed, cleaned by connected components. People after the first must
-show a face and both shoulders (this rejects ghosts found in objects beside a painted-out person).
-See docs/offline_backend.md for the depth, normals, parts and camera models.
+The work itself (people, keypoints, parts, pseudo-depth, normals) is in ``mediapipe_people``,
+imported on load: this module imports neither mediapipe nor OpenCV, so a server environment
+without them still starts and this model answers with the reason. See docs/offline_backend.md for the depth, normals, parts and camera models.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
 import numpy as np
 
-from ..processing.goliath import PART_NAMES_SAPIENS2
-from ..processing.intrinsics import default_intrinsics
-from ..processing.pseudo_depth import (
-    distance_from_landmarks,
-    distance_from_shoulders,
-    inflate,
-    normals_from_depth,
-    smooth_inside,
-)
 from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress, register
-from .mediapipe_landmarks import NUM_POSE, POSE, to_goliath
-from .mediapipe_parts import parts_and_depth
-
-log = logging.getLogger("inference_server.mediapipe")
 
 MODEL_COMPLEXITY = 1  # the only pose landmark model inside the wheel
 # Files the Holistic graph at complexity 1 reads; all ship inside the mediapipe wheel.
@@ -50,33 +31,17 @@ BUNDLED_MODELS = (
     "modules/holistic_landmark/hand_recrop.tflite",
     "modules/palm_detection/palm_detection_full.tflite",
 )
-SEGMENTATION_THRESHOLD = 0.5
-WORK_SIDE = 256  # long side of the grid for parts/depth (smooth fields; upsampled after)
-MIN_PERSON_AREA = 0.002  # fraction of the photo below which a detection is noise
-MAX_LIMB_OFFSET = 0.5  # metres; landmark depths beyond this from the hips are not trusted
-MIN_PIECE_FRACTION = 0.02  # a mask piece smaller than this share of the person is dropped
-
-
-@dataclass
-class Person:
-    mask: np.ndarray  # bool [H,W]
-    pose: np.ndarray  # [33,4] x px, y px, world z (m, relative to the hips), visibility
-    world: np.ndarray  # [33,3] metric landmarks (x right, y down, z away), hips at the origin
-    left_hand: np.ndarray | None  # [21,2] px
-    right_hand: np.ndarray | None
-    face: np.ndarray | None  # [468,2] px
-
-
-def _points(landmarks, w: int, h: int) -> np.ndarray | None:
-    if landmarks is None:
-        return None
-    return np.array([(p.x * w, p.y * h) for p in landmarks.landmark], np.float32)
+INSTALL_HINT = "install the server extra: pip install 'sapiens-blender[server]' (mediapipe==0.10.21)"
 
 
 def mediapipe_version() -> str:
-    import mediapipe
+    """The installed mediapipe version without importing it (importing takes ~2 s)."""
+    from importlib import metadata
 
-    return str(getattr(mediapipe, "__version__", "unknown"))
+    try:
+        return metadata.version("mediapipe")
+    except metadata.PackageNotFoundError:
+        return "unavailable"
 
 
 def check_bundled_models() -> Path:
@@ -84,9 +49,8 @@ def check_bundled_models() -> Path:
     try:
         import mediapipe
     except ImportError as exc:
-        raise BackendError(
-            f"the offline backend needs the 'mediapipe' package ({exc}); install the server "
-            "extra: pip install 'sapiens-blender[server]'", 503) from None
+        raise BackendError(f"the offline backend needs the 'mediapipe' package ({exc}); {INSTALL_HINT}",
+                           503) from None
     root = Path(mediapipe.__file__).parent
     missing = [m for m in BUNDLED_MODELS if not (root / m).is_file()]
     if missing:
@@ -96,22 +60,6 @@ def check_bundled_models() -> Path:
     return root
 
 
-def _clean(mask: np.ndarray, keep_points: np.ndarray) -> np.ndarray:
-    """Drop small mask pieces unless a visible landmark sits on them."""
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
-    if n <= 2:
-        return mask
-    areas = stats[1:, cv2.CC_STAT_AREA]
-    keep = np.zeros(n, bool)
-    keep[1:] = areas >= MIN_PIECE_FRACTION * areas.sum()
-    h, w = mask.shape
-    pts = np.round(keep_points).astype(int)
-    inside = (pts[:, 0] >= 0) & (pts[:, 0] < w) & (pts[:, 1] >= 0) & (pts[:, 1] < h)
-    keep[labels[pts[inside, 1], pts[inside, 0]]] = True
-    keep[0] = False
-    return keep[labels]
-
-
 class MediaPipeBackend(Backend):
     name = "mediapipe"
     platform = "mediapipe"
@@ -119,8 +67,9 @@ class MediaPipeBackend(Backend):
     def __init__(self, max_people: int = 4):
         self.max_people = max(1, int(max_people))
         self._holistic = None
+        self._work = None  # the mediapipe_people module, once loaded
         self._lock = threading.Lock()  # one MediaPipe graph; its calls must not overlap
-        self.version = mediapipe_version() if _importable() else "unavailable"
+        self.version = mediapipe_version()
         self.timings: dict[str, float] = {}  # seconds per stage of the last analyze()
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -130,6 +79,10 @@ class MediaPipeBackend(Backend):
                 return
             progress("load", None, "loading MediaPipe Holistic (bundled, CPU)")
             check_bundled_models()
+            try:
+                from . import mediapipe_people
+            except ImportError as exc:
+                raise BackendError(f"the offline backend cannot start: {exc}; {INSTALL_HINT}", 503) from None
             from mediapipe.python.solutions import holistic
 
             self._holistic = holistic.Holistic(
@@ -140,6 +93,7 @@ class MediaPipeBackend(Backend):
             )
             # The first inference initialises the XNNPACK delegate (~0.5 s): pay it at load.
             self._holistic.process(np.full((64, 64, 3), 127, np.uint8))
+            self._work = mediapipe_people
             progress("load", 1.0, "MediaPipe ready")
 
     def unload(self) -> None:
@@ -167,92 +121,12 @@ class MediaPipeBackend(Backend):
         return f"mediapipe-{self.version}"
 
     # --- analysis ----------------------------------------------------------------------------
-    def _detect(self, image: np.ndarray) -> list[Person]:
-        h, w = image.shape[:2]
-        claimed = np.zeros((h, w), bool)
-        people: list[Person] = []
-        work = image
-        for _ in range(self.max_people):
-            with self._lock:
-                if self._holistic is None:
-                    raise BackendError("the mediapipe model was unloaded during the request", 503)
-                res = self._holistic.process(work)
-            if res.pose_landmarks is None or res.segmentation_mask is None:
-                break
-            lm = res.pose_landmarks.landmark
-            pose = np.array([(p.x * w, p.y * h, 0.0, p.visibility) for p in lm], np.float32)
-            world = np.array([(p.x, p.y, p.z) for p in res.pose_world_landmarks.landmark], np.float32)
-            pose[:, 2] = world[:, 2]
-            visible = pose[pose[:, 3] >= 0.5, :2]
-            vis_in = visible[(visible[:, 0] >= 0) & (visible[:, 0] < w) & (visible[:, 1] >= 0)
-                             & (visible[:, 1] < h)].astype(int)
-            if people and len(vis_in) and claimed[vis_in[:, 1], vis_in[:, 0]].mean() > 0.5:
-                break  # found someone already taken (their painted-out outline)
-            if people and (res.face_landmarks is None
-                           or pose[[POSE["left_shoulder"], POSE["right_shoulder"]], 3].min() < 0.5):
-                # After a paint-out the detector also "finds" people in objects next to the
-                # painted area (a held helmet); extra people must show a face and shoulders.
-                break
-            mask = (res.segmentation_mask > SEGMENTATION_THRESHOLD) & ~claimed
-            mask = _clean(mask, vis_in.astype(np.float32))
-            if mask.sum() < MIN_PERSON_AREA * h * w:
-                break
-            people.append(Person(mask, pose, world, _points(res.left_hand_landmarks, w, h),
-                                 _points(res.right_hand_landmarks, w, h),
-                                 _points(res.face_landmarks, w, h)))
-            claimed |= mask
-            if len(people) < self.max_people:
-                # Paint the person out (a little wider than the mask) and look again.
-                wide = cv2.dilate(mask.astype(np.uint8), np.ones((15, 15), np.uint8))
-                wide[claimed] = 1
-                fill = cv2.mean(image, mask=1 - wide)[:3]
-                work = image.copy()
-                cv2.copyTo(np.full_like(image, np.array(fill, np.uint8)), wide, work)
-        return people
-
-    def _person_geometry(self, person: Person, intrinsics: np.ndarray, hw: tuple[int, int]):
-        """(bounding box slices, parts, depth, normals, hips' distance) of one person; the maps
-        cover the box of the photo grid that holds the person's mask."""
-        h, w = hw
-        f = float(intrinsics[0, 0])
-        s = WORK_SIDE / max(h, w)
-        sh, sw = max(2, round(h * s)), max(2, round(w * s))
-        sx, sy = sw / w, sh / h
-        pose_s = person.pose.copy()
-        pose_s[:, 0] *= sx
-        pose_s[:, 1] *= sy
-        scale_pts = (lambda a: None if a is None else a * np.array([sx, sy], np.float32))
-        labels, z_off = parts_and_depth((sh, sw), pose_s, scale_pts(person.left_hand),
-                                        scale_pts(person.right_hand), scale_pts(person.face))
-        # Distance of the hips (the world landmarks' origin) from the camera.
-        vis = person.pose[:, 3]
-        z0 = distance_from_landmarks(person.pose[:, :2], person.world, vis, f)
-        if z0 is None:
-            ls, rs = person.pose[POSE["left_shoulder"], :2], person.pose[POSE["right_shoulder"], :2]
-            z0 = distance_from_shoulders(float(np.linalg.norm(ls - rs)), f)
-            hips_z = z0
-        else:
-            hips_z = z0 - float(person.world[vis >= 0.5, 2].mean())  # the fit centres on the visible
-        mask_s = cv2.resize(person.mask.astype(np.uint8), (sw, sh), interpolation=cv2.INTER_AREA) > 0
-        # Per-limb landmark depths jump where the nearest segment changes; a body is smooth.
-        z_off = np.clip(z_off, -MAX_LIMB_OFFSET, MAX_LIMB_OFFSET)
-        z_off = smooth_inside(z_off, mask_s, max(2.0, 0.1 * float(np.sqrt(mask_s.sum()))))
-        bulge = inflate(mask_s, hips_z / (f * s))
-        depth_s = (hips_z + z_off - bulge).astype(np.float32)
-        k_s = intrinsics.astype(np.float64).copy()
-        k_s[0] *= sx
-        k_s[1] *= sy
-        normal_s = normals_from_depth(depth_s, k_s)
-        # Upsample the whole grid (cv2.resize is fast), then keep the person's bounding box.
-        x0, y0, bw, bh = cv2.boundingRect(person.mask.astype(np.uint8))
-        box = (slice(y0, y0 + bh), slice(x0, x0 + bw))
-        depth = cv2.resize(depth_s, (w, h), interpolation=cv2.INTER_CUBIC)[box]
-        parts = cv2.resize(labels, (w, h), interpolation=cv2.INTER_NEAREST)[box]
-        # Bilinear upsampling shortens unit vectors a little: renormalise, channel by channel.
-        nx, ny, nz = (cv2.resize(c, (w, h), interpolation=cv2.INTER_LINEAR)[box] for c in cv2.split(normal_s))
-        inv = 1.0 / np.maximum(cv2.sqrt(nx * nx + ny * ny + nz * nz), 1e-12)
-        normal = cv2.merge([nx * inv, ny * inv, nz * inv])
-        return box, parts, depth, normal, hips_z
+    def _process(self, image: np.ndarray):
+        """One Holistic pass (the graph is shared: passes must not overlap)."""
+        with self._lock:
+            if self._holistic is None:
+                raise BackendError("the mediapipe model was unloaded during the request", 503)
+            return self._holistic.process(image)
 
     def analyze(
         self,
@@ -266,68 +140,10 @@ class MediaPipeBackend(Backend):
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
             raise BackendError(f"expected an RGB uint8 [H,W,3] photo, got {image.dtype} {image.shape}", 400)
         self.load(progress, cancel)
-        timings: dict[str, float] = {}
-        t0 = time.perf_counter()
-        h0, w0 = image.shape[:2]
-        if options.max_side > 0 and max(h0, w0) > options.max_side:
-            s = options.max_side / max(h0, w0)
-            size = (max(1, round(w0 * s)), max(1, round(h0 * s)))
-            image = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
-        image = np.ascontiguousarray(image)
-        h, w = image.shape[:2]
-        timings["resize"] = time.perf_counter() - t0
-        cancel.check()
-
-        t0 = time.perf_counter()
-        progress("detect", 0.1, "finding people (MediaPipe Holistic)")
-        people = self._detect(image)
-        timings["detect"] = time.perf_counter() - t0
-        cancel.check()
-
-        t0 = time.perf_counter()
-        intrinsics = default_intrinsics(h, w)
-        mask = np.zeros((h, w), np.uint8)
-        parts = np.zeros((h, w), np.uint8)
-        depth = np.full((h, w), np.nan, np.float32)
-        normal = np.full((h, w, 3), np.nan, np.float32)
-        keypoints = np.zeros((len(people), 308, 3), np.float32)
-        distances = []
-        for k, person in enumerate(people, start=1):
-            progress("geometry", k / max(1, len(people)), f"depth, normals and parts of person {k}")
-            keypoints[k - 1] = to_goliath(person.pose[:, [0, 1, 3]], person.left_hand,
-                                          person.right_hand, person.face)
-            box, p_parts, p_depth, p_normal, z = self._person_geometry(person, intrinsics, (h, w))
-            m = person.mask[box]
-            np.copyto(mask[box], np.uint8(k), where=m)
-            np.copyto(parts[box], p_parts, where=m)
-            np.copyto(depth[box], p_depth, where=m)
-            np.copyto(normal[box], p_normal, where=np.repeat(m[..., None], 3, 2))  # no broadcast: 5x faster
-            distances.append(round(z, 3))
-            cancel.check()
-        timings["geometry"] = time.perf_counter() - t0
-        self.timings = timings
-        log.info("mediapipe: %d people at %s m, %s", len(people), distances,
-                 {k: f"{v * 1000:.0f} ms" for k, v in timings.items()})
-        return {
-            "image": image,
-            "mask": mask,
-            "parts": parts,
-            "part_names": list(PART_NAMES_SAPIENS2),
-            "normal": normal,
-            "depth": depth,
-            "metric": np.array(True),
-            "intrinsics": intrinsics,
-            "keypoints": keypoints,
-            "source": self.source,
-        }
-
-
-def _importable() -> bool:
-    try:
-        import mediapipe  # noqa: F401
-    except ImportError:
-        return False
-    return True
+        maps, self.timings = self._work.analyze_photo(self._process, image, options, self.max_people,
+                                                      progress, cancel)
+        maps["source"] = self.source
+        return maps
 
 
 def register_all() -> None:

@@ -247,3 +247,25 @@ def test_auto_reports_its_choice_and_falls_back_when_loading_fails(monkeypatch):
     assert "fails-to-load failed to load" in facts["reason"] and "corrupt" in facts["reason"]
     assert maps["source"].startswith("mediapipe-0.10.21 (auto: fails-to-load failed to load")
     backend.unload()
+
+
+def test_server_catalog_works_without_mediapipe_and_the_model_says_why():
+    """A server environment without mediapipe/OpenCV still registers every model; `mediapipe`
+    answers its load with a 503 that names the missing package and the fix."""
+    script = textwrap.dedent("""
+        import sys
+        sys.modules["mediapipe"] = None  # not installed
+        sys.modules["cv2"] = None
+        from inference_server.backends import base, catalog
+        catalog.register_builtin()
+        assert "mediapipe" in base.registered_names() and "auto" in base.registered_names()
+        backend = base.create("mediapipe")
+        try:
+            backend.load()
+        except base.BackendError as exc:
+            print("status", exc.status, "message", exc)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "status 503" in out.stdout and "mediapipe" in out.stdout and "pip install" in out.stdout
