@@ -58,3 +58,44 @@ def test_low_scores_are_not_lifted():
     maps.keypoints[0, :, 2] = 0.1
     joints = joints_mod.lift_joints(maps, 1, min_score=0.3)
     assert joints.report["lifted"] == []
+
+
+def _flat_person_with_hand(drop=()):
+    """A flat person 3 m away with no part labels, body keypoints from the standing pose and
+    the right hand's 20 finger keypoints fanned out below the wrist."""
+    from geometry_fixtures import STANDING
+
+    h, w, f = 240, 200, 200.0
+    k = intrinsics(h, w, f)
+    mask = np.zeros((h, w), np.uint8)
+    mask[5:235, 20:180] = 1
+    maps = make_maps(np.full((h, w), 3.0), mask, parts=np.zeros((h, w)), k=k)
+
+    def px(xyz):
+        return k[0, 0] * xyz[0] / xyz[2] + k[0, 2], k[1, 1] * xyz[1] / xyz[2] + k[1, 2]
+
+    for name, xyz in STANDING.items():
+        maps.keypoints[0, KEYPOINT_INDEX[name]] = (*px(xyz), 1.0)
+    wx, wy = px(STANDING["right_wrist"])
+    for i, finger in enumerate(("thumb", "forefinger", "middle_finger", "ring_finger", "pinky_finger")):
+        for j, suffix in enumerate(("_third_joint", "2", "3", "4")):
+            name = f"right_{finger}{suffix}"
+            score = 0.0 if name in drop else 1.0
+            maps.keypoints[0, KEYPOINT_INDEX[name]] = (wx - 6 + 3 * i, wy + 3 + 2.5 * j, score)
+    return maps
+
+
+def test_fingers_get_three_bones_each_when_all_their_keypoints_are_seen():
+    from sapiens_blender.core.geometry import skeleton
+
+    sk = skeleton.build_skeleton(joints_mod.lift_joints(_flat_person_with_hand(), 1), 1)
+    right_fingers = [n for n in sk.names if n.endswith(".R") and n.split("_")[0] in
+                     ("thumb", "index", "middle", "ring", "pinky")]
+    assert len(right_fingers) == 15 and len(sk.names) == 21 + 15
+    assert sk.names[sk.parents[sk.index("index_01.R")]] == "hand.R"
+    assert sk.names[sk.parents[sk.index("index_03.R")]] == "index_02.R"
+    # The hand bone now ends at the middle finger's knuckle.
+    assert np.allclose(sk.tails[sk.index("hand.R")], sk.heads[sk.index("middle_01.R")])
+    # A finger with a missing keypoint is left out; the others stay.
+    sk = skeleton.build_skeleton(joints_mod.lift_joints(_flat_person_with_hand(drop=("right_thumb3",)), 1), 1)
+    assert "thumb_01.R" not in sk.names and "index_01.R" in sk.names and len(sk.names) == 21 + 12
