@@ -56,12 +56,6 @@ def _points(landmarks, w: int, h: int) -> np.ndarray | None:
     return np.array([(p.x * w, p.y * h) for p in landmarks.landmark], np.float32)
 
 
-def _points(landmarks, w: int, h: int) -> np.ndarray | None:
-    if landmarks is None:
-        return None
-    return np.array([(p.x * w, p.y * h) for p in landmarks.landmark], np.float32)
-
-
 def _clean(mask: np.ndarray, keep_points: np.ndarray) -> np.ndarray:
     """Drop small mask pieces unless a visible landmark sits on them."""
     n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
@@ -78,13 +72,16 @@ def _clean(mask: np.ndarray, keep_points: np.ndarray) -> np.ndarray:
     return keep[labels]
 
 
-def detect_people(process, image: np.ndarray, max_people: int) -> list[Person]:
+def detect_people(process, image: np.ndarray, max_people: int,
+                  cancel: CancelToken | None = None) -> list[Person]:
     """People in ``image`` via repeated Holistic passes; ``process`` runs one pass."""
     h, w = image.shape[:2]
     claimed = np.zeros((h, w), bool)
     people: list[Person] = []
     work = image
     for _ in range(max_people):
+        if cancel is not None:
+            cancel.check()
         res = process(work)
         if res.pose_landmarks is None or res.segmentation_mask is None:
             break
@@ -182,7 +179,7 @@ def analyze_photo(process, image: np.ndarray, options: AnalyzeOptions, max_peopl
 
     t0 = time.perf_counter()
     progress("detect", 0.1, "finding people (MediaPipe Holistic)")
-    people = detect_people(process, image, max_people)
+    people = detect_people(process, image, max_people, cancel)
     timings["detect"] = time.perf_counter() - t0
     cancel.check()
 
