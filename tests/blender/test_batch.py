@@ -31,6 +31,11 @@ def run_batch(src, out, *extra) -> subprocess.CompletedProcess:
     return subprocess.run(batch_cmd(src, out, *extra), cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
+def outputs(folder: Path) -> set[str]:
+    """Finished outputs (pathlib's glob also matches the hidden temporary files)."""
+    return {p.name for p in folder.glob("*.glb") if not p.name.startswith(".")} if folder.is_dir() else set()
+
+
 def digests(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
 
@@ -71,14 +76,15 @@ def test_rerun_skips_and_killed_run_resumes_to_identical_outputs(inputs, tmp_pat
     proc = subprocess.Popen(batch_cmd(inputs, killed, "--jobs", "2"), cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (killed.is_dir() and any(killed.glob("*.glb"))):
+    while time.monotonic() < deadline and not outputs(killed):
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    finished = {p.name for p in killed.glob("*.glb")}
+    finished = outputs(killed)
     assert 0 < len(finished) < 6, "the kill should land mid-run"
     # Whatever exists is complete: equal to the clean run's file.
-    assert all(digests(killed)[n] == digests(clean)[n] for n in finished)
+    before, reference = digests(killed), digests(clean)
+    assert all(before[n] == reference[n] for n in finished)
 
     resumed = run_batch(inputs, killed, "--jobs", "2")
     assert resumed.returncode == 0, resumed.stderr
