@@ -269,3 +269,18 @@ def test_server_catalog_works_without_mediapipe_and_the_model_says_why():
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "status 503" in out.stdout and "mediapipe" in out.stdout and "pip install" in out.stdout
+
+
+def test_a_cancelled_request_stops_with_cancelled():
+    backend = mediapipe_cpu.MediaPipeBackend()
+    token = base.CancelToken()
+    stages = []
+
+    def progress(stage, fraction, message=""):
+        stages.append(stage)
+        if stage == "detect":
+            token.cancel()  # the user cancels while people are being searched
+
+    with pytest.raises(base.Cancelled):
+        backend.analyze(np.full((96, 96, 3), 128, np.uint8), AnalyzeOptions(), progress, token)
+    assert "detect" in stages and "geometry" not in stages
