@@ -47,10 +47,13 @@ def export(path: str | os.PathLike, objects: list | None = None) -> Path:
             with preserved_selection() as view_layer:
                 chosen = list(objects) if objects is not None else list(view_layer.objects)
                 select_only(view_layer, chosen, chosen[0] if chosen else None)
-                if fmt in ("glb", "gltf"):
-                    _export_gltf(tmp, fmt)
-                else:
-                    _export_fbx(tmp)
+                try:
+                    if fmt in ("glb", "gltf"):
+                        _export_gltf(tmp, fmt)
+                    else:
+                        _export_fbx(tmp)
+                except RuntimeError as exc:  # the exporter's own traceback, as an operator error
+                    raise ExportError(f"the {fmt} exporter failed for {path.name}: {exc}") from exc
         if not tmp.exists():
             raise ExportError(f"the {fmt} exporter wrote nothing for {path.name}")
         os.replace(tmp, path)
