@@ -136,6 +136,7 @@ def _build_person(maps, pid, options, root, photo, timer) -> PersonResult:
         surface = _surface(maps, pid, options)
         obj = mesh.build_mesh_object(surface, label, coll)
     report.update({k: v for k, v in surface.report.items() if np.isscalar(v)})
+    report.update(vertices=len(obj.data.vertices), faces=len(obj.data.polygons))  # closed body included
     with timer("normal texture"):
         if options.normal_space == "TANGENT":
             texture = geo_normals.encode_normal_texture(
