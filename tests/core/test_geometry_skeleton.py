@@ -138,3 +138,16 @@ def test_unreadable_joints_file(tmp_path):
     (tmp_path / "x.json").write_text("{not json")
     with pytest.raises(joints_io.JointsFileError, match="not valid JSON"):
         joints_io.read(tmp_path / "x.json")
+
+
+def test_upper_body_photo_still_gets_a_complete_skeleton():
+    legs = [n for n in STANDING if any(p in n for p in ("hip", "knee", "ankle", "toe"))]
+    joints = fill_and_derive(standing(drop=legs), {}, K)
+    sk = skeleton.build_skeleton(joints)
+    assert len(sk.names) == 21
+    est = {sk.names[i] for i in np.nonzero(sk.estimated)[0]}
+    assert {"thigh.L", "shin.R", "foot.L"} <= est and "forearm.L" not in est
+    # Legs hang below the pelvis (y down), the pelvis a torso length below the neck.
+    assert sk.tails[sk.index("shin.L")][1] > sk.heads[sk.index("thigh.L")][1] + 0.5
+    assert joints["left_hip"].estimated and "left_hip" in joints.report["filled"]
+    assert joints["left_hip"].xyz[0] > joints["right_hip"].xyz[0]  # the person's left is +x here

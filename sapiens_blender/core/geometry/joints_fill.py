@@ -78,6 +78,8 @@ def fill_and_derive(lifted: dict, hints: dict, k: np.ndarray, notes: dict | None
         elif neck_at_shoulders:
             j["neck"] = _on_ray(_project(j["neck"], k), k, mid[2])
     lateral, up, forward = _body_axes(j)
+    _fill_missing_girdle(j, filled, lateral, up, torso)
+    lateral, up, forward = _body_axes(j)
 
     for side in ("left", "right"):
         other_side = "right" if side == "left" else "left"
@@ -114,6 +116,25 @@ def fill_and_derive(lifted: dict, hints: dict, k: np.ndarray, notes: dict | None
         "notes": notes,
     }
     return out
+
+
+def _fill_missing_girdle(j, filled, lateral, up, torso) -> None:
+    """Upper-body photos have no hips (and a few crops no shoulders): put the missing pair at
+    default proportions from the other one so the limbs below can be filled and the skeleton
+    stays complete (all of it flagged estimated)."""
+    scale = torso / DEFAULT_TORSO_M
+    has_hips = "left_hip" in j or "right_hip" in j
+    has_shoulders = "left_shoulder" in j or "right_shoulder" in j
+    if not has_hips and (has_shoulders or "neck" in j):
+        top = j["neck"] if "neck" in j else np.mean([j[n] for n in ("left_shoulder", "right_shoulder") if n in j], 0)
+        for side, sign in (("left", 1.0), ("right", -1.0)):
+            j[f"{side}_hip"] = top - up * torso + sign * 0.09 * scale * lateral
+            filled[f"{side}_hip"] = "default proportions below the shoulders"
+    elif has_hips and not has_shoulders:
+        base = np.mean([j[n] for n in ("left_hip", "right_hip") if n in j], 0)
+        for side, sign in (("left", 1.0), ("right", -1.0)):
+            j[f"{side}_shoulder"] = base + up * torso + sign * 0.18 * scale * lateral
+            filled[f"{side}_shoulder"] = "default proportions above the hips"
 
 
 def _derive(j, lateral, up, forward, torso, filled) -> set:
