@@ -116,7 +116,7 @@ def test_glb_is_valid_and_reprojects_through_its_camera(built):
 
 
 def test_fbx_reimports_with_camera_meshes_and_armatures(built):
-    tmp, _, _ = built
+    tmp, maps, _ = built
     bpy.ops.wm.read_factory_settings(use_empty=True)
     bpy.ops.import_scene.fbx(filepath=str(tmp / "two.fbx"))
     kinds = [o.type for o in bpy.context.scene.objects]
@@ -125,6 +125,21 @@ def test_fbx_reimports_with_camera_meshes_and_armatures(built):
     assert {b for b, *_ in BODY_BONES} <= {b.name for b in rig.data.bones}
     body = next(o for o in bpy.context.scene.objects if o.type == "MESH")
     assert any(m.type == "ARMATURE" for m in body.modifiers) or body.parent is not None
+    # The camera reproduces the photo: FBX carries lens, sensor and shift but not the render
+    # size, which the importer leaves at its default; give it the photo's.
+    scene = bpy.context.scene
+    scene.render.resolution_x, scene.render.resolution_y = W, H
+    scene.render.pixel_aspect_x = float(maps.intrinsics[1, 1] / maps.intrinsics[0, 0])
+    cam = next(o for o in scene.objects if o.type == "CAMERA")
+    for obj in (o for o in scene.objects if o.type == "MESH"):
+        me = obj.data
+        corners = np.empty(len(me.loops), np.int32)
+        me.attributes[".corner_vert"].data.foreach_get("value", corners)
+        uv = np.empty(len(me.loops) * 2, np.float32)
+        me.uv_layers[0].data.foreach_get("uv", uv)
+        uv = uv.reshape(-1, 2)
+        got = camera.project_to_pixels(scene, cam, mesh.mesh_vertices(obj, evaluated=True)[corners])
+        assert np.abs(got - np.stack([uv[:, 0] * W, (1 - uv[:, 1]) * H], 1)).max() < 1.0
 
 
 def test_lite_outputs_build(tmp_path):
