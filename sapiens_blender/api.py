@@ -16,6 +16,7 @@ had is changed (see ``blender/__init__.py``). Requires ``bpy``; the rest of the 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from .blender import export as _export
@@ -36,13 +37,13 @@ def new_scene() -> None:
 
 
 def _options(options: BuildOptions | None, name: str | None, overrides: dict) -> BuildOptions:
-    options = options or BuildOptions()
-    if name and options.name == BuildOptions.name:
+    """A copy of ``options`` (the caller's object is never changed) with the overrides applied."""
+    unknown = sorted(set(overrides) - set(BuildOptions.__dataclass_fields__))
+    if unknown:
+        raise TypeError(f"unknown build option(s): {', '.join(unknown)}")
+    options = replace(options or BuildOptions(), **overrides)
+    if name and options.name == BuildOptions.name and "name" not in overrides:
         options.name = name
-    for key, value in overrides.items():
-        if not hasattr(options, key):
-            raise TypeError(f"unknown build option {key!r}")
-        setattr(options, key, value)
     return options
 
 
