@@ -22,7 +22,9 @@ CHECK_IN_BPY = textwrap.dedent("""
     blend, glb = sys.argv[1], sys.argv[2]
 
     def summary():
-        objs = list(bpy.data.objects)
+        # The glTF importer adds an icosphere for bone display in a "glTF_not_exported" collection.
+        objs = [o for o in bpy.data.objects
+                if not any(c.name.startswith("glTF_not_exported") for c in o.users_collection)]
         meshes = [o for o in objs if o.type == "MESH"]
         arms = [o for o in objs if o.type == "ARMATURE"]
         return {
@@ -51,35 +53,60 @@ def _demo_command(out: Path) -> list[str]:
             "demo", "--out", str(out)]
 
 
-@pytest.mark.slow
-def test_demo_writes_a_rigged_asset_that_loads_back(tmp_path):
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """Runs the main command once (offline) and loads its outputs back in bpy."""
+    tmp_path = tmp_path_factory.mktemp("demo")
     out = tmp_path / "demo_out"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SAPIENS_AUTO")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")  # offline, as on a fresh machine
     run = subprocess.run(_demo_command(out), cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=600)
+    loaded = None
+    if run.returncode == 0:
+        check = subprocess.run([sys.executable, "-c", CHECK_IN_BPY, str(out / "astronaut.blend"),
+                                str(out / "astronaut.glb")], cwd=REPO, capture_output=True,
+                               text=True, timeout=300)
+        assert check.returncode == 0, check.stderr[-4000:]
+        loaded = json.loads(check.stdout.split("RESULT ", 1)[1].splitlines()[0])
+    return run, out, loaded
+
+
+def _person_line(text: str) -> tuple[int, int, int]:
+    match = re.search(r"person 1: (\d+) vertices, (\d+) parts, (\d+) bones", text)
+    assert match, text
+    return tuple(map(int, match.groups()))
+
+
+@pytest.mark.slow
+def test_demo_writes_an_asset_that_loads_back(demo):
+    run, out, loaded = demo
     assert run.returncode == 0, f"demo failed:\n{run.stdout}\n{run.stderr[-4000:]}"
     text = run.stdout
     # The summary: which model and why, people, vertices, parts, bones, seconds per stage.
     assert re.search(r"maps: mediapipe-0\.10\.21 \(auto: .+\)", text), text
     assert "people: 1" in text
-    match = re.search(r"person 1: (\d+) vertices, (\d+) parts, (\d+) bones", text)
-    assert match, text
-    vertices, parts, bones = map(int, match.groups())
-    assert vertices > 5000 and parts >= 5 and bones >= 10
+    vertices, parts, bones = _person_line(text)
+    assert vertices > 5000 and parts >= 5
     assert re.search(r"seconds per stage: server start [\d.]+, model load [\d.]+, analysis [\d.]+, build [\d.]+", text)
     for name in ("astronaut.blend", "astronaut.glb", "astronaut.npz"):
         assert (out / name).is_file() and (out / name).stat().st_size > 10_000, name
-
-    check = subprocess.run([sys.executable, "-c", CHECK_IN_BPY, str(out / "astronaut.blend"),
-                            str(out / "astronaut.glb")], cwd=REPO, capture_output=True, text=True,
-                           timeout=300)
-    assert check.returncode == 0, check.stderr[-4000:]
-    result = json.loads(check.stdout.split("RESULT ", 1)[1].splitlines()[0])
     for kind in ("blend", "glb"):
-        loaded = result[kind]
-        assert loaded["cameras"] == 1, (kind, loaded)
-        assert len(loaded["mesh_vertices"]) == 1 and loaded["mesh_vertices"][0] >= 0.9 * vertices
-        assert loaded["bones"] == [bones], (kind, loaded)
-        assert all(loaded["skinned"]), (kind, loaded)
-        assert len(loaded["materials"]) >= parts, (kind, loaded)
+        got = loaded[kind]
+        assert got["cameras"] == 1, (kind, got)
+        assert len(got["mesh_vertices"]) == 1 and got["mesh_vertices"][0] >= 0.9 * vertices
+        assert len(got["materials"]) >= parts, (kind, got)
+        assert got["bones"] == ([bones] if bones else []), (kind, got)
+
+
+@pytest.mark.slow
+def test_demo_asset_is_rigged(demo):
+    """The astronaut is an upper-body portrait (hips at the frame's edge, legs out of frame):
+    the geometry core must still fill the hidden joints and build a skinned armature."""
+    run, _, loaded = demo
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "NOT rigged" not in run.stderr, run.stderr[-2000:]
+    _, _, bones = _person_line(run.stdout)
+    assert bones >= 10
+    for kind in ("blend", "glb"):
+        assert loaded[kind]["bones"] == [bones] and all(loaded[kind]["skinned"]), (kind, loaded[kind])
