@@ -11,6 +11,7 @@ from scipy.spatial import cKDTree
 
 from sapiens_blender.core.geometry import joints as joints_mod
 from sapiens_blender.core.geometry import skeleton, surface
+from sapiens_blender.core.geometry.closed import close_body
 from sapiens_blender.core.goliath import KEYPOINT_INDEX
 
 pytestmark = pytest.mark.groundtruth
@@ -56,6 +57,12 @@ def test_holes_in_the_mask_are_reported_and_skipped(gt_scene):
     assert mesh.report["masked_pixels_without_depth"] > 0
     assert (maps.mask[mesh.pixel[:, 0], mesh.pixel[:, 1]] == 1).all()
     assert np.isfinite(mesh.vertices).all()
+    # The optional closed body stays watertight around the holes (they become tunnels).
+    closed = close_body(mesh, maps)
+    f = closed.faces.astype(np.int64)
+    key = f.ravel() * len(closed.vertices) + f[:, [1, 2, 0]].ravel()
+    assert len(np.unique(key)) == len(key)
+    assert np.isin(f[:, [1, 2, 0]].ravel() * len(closed.vertices) + f.ravel(), key).all()
     joints = joints_mod.lift_joints(maps, 1)
     sk = skeleton.build_skeleton(joints, 1)
     print(f"holes: {mesh.report}; filled joints: {joints.report['filled']}")
