@@ -43,7 +43,24 @@ INSTALL_SCRIPT = textwrap.dedent(
     result["server_root"] = str(state.server_source_root())
     prefs_mod = sys.modules["bl_ext.user_default.sapiens_blender.ui.preferences"]
     result["weights"] = prefs_mod.weights_dir(prefs)
+    # The installed extension analyses through the server source bundled in its zip.
+    prefs.python_path = sys.executable
+    prefs.model_family = "custom"
+    prefs.custom_model = "tiny-person"
+    prefs.extra_server_args = "--backend-module tiny_person_backend"
+    bpy.context.scene.sapiens.photo_path = sys.argv[3]
+    result["analyze"] = sorted(bpy.ops.sapiens.analyze())
+    result["server_source_root"] = str(state.SESSION.server.source_root)
+    result["build_all"] = sorted(bpy.ops.sapiens.build_all())
+    result["armatures"] = len([o for o in bpy.data.objects if o.type == "ARMATURE"])
+    server_pid = state.SESSION.server.pid
     bpy.ops.preferences.addon_disable(module="bl_ext.user_default.sapiens_blender")
+    try:
+        __import__("os").kill(server_pid, 0)
+        import time; time.sleep(1.0); __import__("os").kill(server_pid, 0)
+        result["server_alive_after_disable"] = True
+    except ProcessLookupError:
+        result["server_alive_after_disable"] = False
     result["disabled"] = registered()
     repo = next(r for r in bpy.context.preferences.extensions.repos if r.module == "user_default")
     result["uninstall"] = sorted(bpy.ops.extensions.package_uninstall(
@@ -104,8 +121,14 @@ def test_installs_enables_disables_and_uninstalls(built_zip, tmp_path):
     script = tmp_path / "install_check.py"
     script.write_text(INSTALL_SCRIPT)
     out = tmp_path / "result.json"
-    env = dict(os.environ, BLENDER_USER_RESOURCES=str(user))
-    proc = subprocess.run([sys.executable, str(script), str(built_zip), str(out)], env=env,
+    photo = tmp_path / "photo.png"
+    from PIL import Image
+
+    Image.new("RGB", (64, 48), (120, 90, 60)).save(photo)
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ, BLENDER_USER_RESOURCES=str(user),
+               SAPIENS_SERVER_PYTHONPATH=f"{here.parents[1]}{os.pathsep}{here}")
+    proc = subprocess.run([sys.executable, str(script), str(built_zip), str(out), str(photo)], env=env,
                           capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -121,6 +144,10 @@ def test_installs_enables_disables_and_uninstalls(built_zip, tmp_path):
     assert result["prefs_type"] == "SapiensPreferences" and len(result["prefs_fields"]) == 7
     assert result["server_root"].endswith("server_src")  # the server source bundled in the zip
     assert result["weights"].startswith(str(user)) and result["weights"].endswith("weights")
+    assert result["analyze"] == ["FINISHED"] and result["build_all"] == ["FINISHED"]
+    assert result["server_source_root"] == result["server_root"]  # server_src/ inside the install
+    assert result["armatures"] == 2  # two tiny people, each rigged
+    assert result["server_alive_after_disable"] is False  # disabling stops the server
     disabled = result["disabled"]
     assert disabled == {"panels": [], "operators": [], "scene_props": False, "prefs": False}
     assert result["uninstall"] == ["FINISHED"] and result["left_on_disk"] is False
