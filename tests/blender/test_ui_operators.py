@@ -275,3 +275,17 @@ def test_analyze_an_image_already_in_the_blend(addon):
         props.photo_source = "FILE"
         bpy.ops.sapiens.clear_error()
         state.SESSION.stop_server()
+
+
+def test_environment_set_up_respects_online_access(addon):
+    assert bpy.app.online_access is False  # the bpy module runs offline
+    message = list(call(bpy.ops.sapiens.setup_environment))[0]
+    assert "online access is off" in message and "Preferences > System > Network" in message
+    assert addon["state"].SESSION.setup_job is None  # nothing was started
+
+
+def test_check_interpreter_reports_torch(addon):
+    state = addon["state"]
+    assert bpy.ops.sapiens.check_interpreter() == {"FINISHED"}
+    result = state.SESSION.check_result
+    assert result["ok"] and result["torch"] and "CPU only" in result["message"]
