@@ -154,3 +154,15 @@ def test_tangent_map_of_a_closed_body_uses_front_vertices_only():
     assert np.isnan(tmap[-1, -1]).all()  # a background corner stays empty
     on = maps.mask == 1
     assert np.isfinite(tmap[on]).mean() > 0.95
+
+
+def test_unknown_normals_come_from_the_depth_surface():
+    maps = sphere_maps(h=120, w=160)
+    truth = normals.object_space_normal_map(maps, 1)
+    maps.normal[:, :80] = np.nan  # the normal model failed on the left half
+    filled = normals.object_space_normal_map(maps, 1)
+    left = (maps.mask == 1) & (np.arange(160)[None, :] < 80)
+    assert np.isfinite(filled[left]).all()
+    err = angle_deg(filled[left].astype(np.float64), truth[left].astype(np.float64))
+    assert np.median(err) < 1.0 and np.percentile(err, 95) < 10.0
+    assert np.isnan(normals.object_space_normal_map(maps, 1, fill_from_depth=False)[left]).all()

@@ -20,14 +20,57 @@ from .types import SurfaceMesh, camera_to_blender
 FACING_CAMERA = np.array([0.0, -1.0, 0.0], np.float32)
 
 
-def object_space_normal_map(maps: Maps, person_id: int) -> np.ndarray:
-    """float32 [H,W,3] unit normals in Blender world axes; NaN off the person or unknown."""
+def object_space_normal_map(maps: Maps, person_id: int, fill_from_depth: bool = True) -> np.ndarray:
+    """float32 [H,W,3] unit normals in Blender world axes; NaN off the person or unknown.
+
+    Person pixels whose normal is unknown (NaN) but whose depth is known take the normal of
+    the depth surface itself (``normals_from_depth``) when ``fill_from_depth``.
+    """
     n = maps.normal.astype(np.float64)
     norm = np.linalg.norm(n, axis=-1, keepdims=True)
-    ok = (maps.mask == person_id) & np.isfinite(norm[..., 0]) & (norm[..., 0] > 1e-6)
+    person = maps.mask == person_id
+    ok = person & np.isfinite(norm[..., 0]) & (norm[..., 0] > 1e-6)
+    n = np.where(ok[..., None], n / np.where(ok[..., None], norm, 1.0), np.nan)
+    if fill_from_depth and (person & ~ok).any():
+        from_depth = normals_from_depth(maps, person_id)
+        missing = person & ~ok & np.isfinite(from_depth).all(axis=-1)
+        n[missing] = from_depth[missing]
+        ok |= missing
     out = np.full(n.shape, np.nan, np.float32)
-    out[ok] = camera_to_blender(n[ok] / norm[ok]).astype(np.float32)
+    out[ok] = camera_to_blender(n[ok]).astype(np.float32)
     return out
+
+
+def normals_from_depth(maps: Maps, person_id: int) -> np.ndarray:
+    """Camera-frame unit normals [H,W,3] of the person's depth surface (towards the camera):
+    cross product of the unprojected points' central differences (one-sided at the rim, NaN
+    where neither side has depth)."""
+    from .surface import person_depth
+
+    z = person_depth(maps, person_id).astype(np.float64)
+    k = np.asarray(maps.intrinsics, np.float64)
+    h, w = z.shape
+    u = np.arange(w) + 0.5
+    v = np.arange(h) + 0.5
+    p = np.stack([(u[None, :] - k[0, 2]) * z / k[0, 0], (v[:, None] - k[1, 2]) * z / k[1, 1], z], axis=-1)
+
+    def diff(axis):
+        fwd = np.full_like(p, np.nan)
+        bwd = np.full_like(p, np.nan)
+        if axis == 1:
+            fwd[:, :-1] = p[:, 1:] - p[:, :-1]
+            bwd[:, 1:] = p[:, 1:] - p[:, :-1]
+        else:
+            fwd[:-1] = p[1:] - p[:-1]
+            bwd[1:] = p[1:] - p[:-1]
+        both = np.isfinite(fwd).all(-1) & np.isfinite(bwd).all(-1)
+        return np.where(both[..., None], 0.5 * (fwd + bwd), np.where(np.isfinite(fwd), fwd, bwd))
+
+    du, dv = diff(1), diff(0)
+    n = np.cross(dv, du)  # (y down) x (x right) = -z: towards the camera
+    length = np.linalg.norm(n, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(length > 0, n / length, np.nan)
 
 
 def encode_normal_texture(normals: np.ndarray, fill: np.ndarray = FACING_CAMERA) -> np.ndarray:
