@@ -42,16 +42,12 @@ def fill_and_derive(lifted: dict, hints: dict, k: np.ndarray, notes: dict | None
     filled: dict[str, str] = {}
     notes = dict(notes or {})
 
-    def mirror_partner(name):
-        other = name.replace("left_", "@").replace("right_", "left_").replace("@", "right_")
-        return other
-
     lateral, up, forward = _body_axes(j)
     # Roots of the limbs: a missing shoulder/hip takes its partner's depth on its own ray, or
     # the partner mirrored across the midline.
     for pair, centre in ((("left_shoulder", "right_shoulder"), "neck"), (("left_hip", "right_hip"), "")):
         for name in pair:
-            other = mirror_partner(name)
+            other = _partner(name)
             if name in j or other not in j:
                 continue
             if name in hints:
@@ -181,6 +177,11 @@ def _derive(j, lateral, up, forward, torso, filled) -> set:
         elif wrist is not None and elbow is not None:
             put(f"{side}_hand_end", wrist + 0.35 * (wrist - elbow))
     return derived
+
+
+def _partner(name: str) -> str:
+    """The left/right partner's name (left_hip <-> right_hip)."""
+    return name.replace("left_", "@").replace("right_", "left_").replace("@", "right_")
 
 
 def _body_axes(j):
