@@ -142,3 +142,10 @@ def test_erosion_drops_the_silhouette_rim():
     assert thin.report["eroded_px"] == 1
     with pytest.raises(GeometryError):
         surface.build_surface_mesh(maps, 1, erode_px=-1)
+
+
+def test_a_person_too_thin_for_triangles_is_a_clear_error():
+    mask = np.zeros((20, 20), np.uint8)
+    mask[5:15, 10] = 1  # a one-pixel-wide line: no 2x2 block
+    with pytest.raises(GeometryError, match="no surface left"):
+        surface.build_surface_mesh(make_maps(np.full((20, 20), 2.0), mask), 1)

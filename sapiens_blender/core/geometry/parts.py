@@ -23,7 +23,7 @@ def face_parts_from_grid(maps: Maps, person_id: int, rows, cols, quad_of_tri, n_
     included; at most 6x6 evenly spread samples for large strides). Ties go to the first."""
     if len(quad_of_tri) == 0:
         return np.zeros(0, np.uint8)
-    n_quad_rows = len(quad_of_tri) and (int(quad_of_tri.max()) // n_quad_cols + 1)
+    n_quad_rows = int(quad_of_tri.max()) // n_quad_cols + 1
     h, w = maps.height, maps.width
     offsets = np.unique(np.round(np.linspace(0, stride, min(stride + 1, 6))).astype(np.int64))
     r0 = rows[:n_quad_rows]

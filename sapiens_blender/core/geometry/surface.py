@@ -116,6 +116,10 @@ def build_surface_mesh(
     remap = np.full(n_valid, -1, np.int64)
     remap[keep_vertex] = np.arange(int(keep_vertex.sum()))
     faces = remap[tri].astype(np.int32)
+    if len(faces) == 0:
+        raise GeometryError(
+            f"person {person_id}: no surface left ({n_valid} pixels with depth at stride {stride}, "
+            f"{n_jump} triangles cut at depth jumps, pieces under {min_island} vertices removed)")
 
     grid_r, grid_c = np.nonzero(valid)  # row-major, matches idx numbering
     grid_r, grid_c = grid_r[keep_vertex], grid_c[keep_vertex]
