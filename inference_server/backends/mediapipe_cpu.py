@@ -21,7 +21,8 @@ import numpy as np
 from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress, register
 
 MODEL_COMPLEXITY = 1  # the only pose landmark model inside the wheel
-# Files the Holistic graph at complexity 1 reads; all ship inside the mediapipe wheel.
+# The files the Holistic graph at complexity 1 opens (checked with strace on 0.10.21; the
+# segmentation comes out of the pose landmark model); all ship inside the mediapipe wheel.
 BUNDLED_MODELS = (
     "modules/pose_detection/pose_detection.tflite",
     "modules/pose_landmark/pose_landmark_full.tflite",
@@ -29,7 +30,6 @@ BUNDLED_MODELS = (
     "modules/face_landmark/face_landmark.tflite",
     "modules/hand_landmark/hand_landmark_full.tflite",
     "modules/holistic_landmark/hand_recrop.tflite",
-    "modules/palm_detection/palm_detection_full.tflite",
 )
 INSTALL_HINT = "install the server extra: pip install 'sapiens-blender[server]' (mediapipe==0.10.21)"
 
