@@ -284,3 +284,12 @@ def test_a_cancelled_request_stops_with_cancelled():
     with pytest.raises(base.Cancelled):
         backend.analyze(np.full((96, 96, 3), 128, np.uint8), AnalyzeOptions(), progress, token)
     assert "detect" in stages and "geometry" not in stages
+
+
+def test_a_wheel_without_the_bundled_models_is_refused_not_downloaded(monkeypatch):
+    assert mediapipe_cpu.check_bundled_models().is_dir()  # the pinned wheel has them all
+    monkeypatch.setattr(mediapipe_cpu, "BUNDLED_MODELS",
+                        mediapipe_cpu.BUNDLED_MODELS + ("modules/pose_landmark/pose_landmark_heavy.tflite",))
+    with pytest.raises(BackendError, match="pose_landmark_heavy.tflite") as err:
+        mediapipe_cpu.MediaPipeBackend().load()
+    assert err.value.status == 503 and "nothing is downloaded" in str(err.value)
