@@ -42,6 +42,7 @@ def addon(tmp_path_factory):
     jobs.BLOCKING = None
     addon_utils.disable("sapiens_blender", default_set=True)
     os.environ.pop("SAPIENS_SERVER_PYTHONPATH", None)
+    os.environ.pop("TINY_PERSON_STAGE_SECONDS", None)
     assert not hasattr(bpy.types, "SAPIENS_PT_main") and not hasattr(bpy.types.Scene, "sapiens")
 
 
