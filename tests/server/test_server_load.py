@@ -56,15 +56,18 @@ def test_concurrent_clients_no_errors_no_growth(server):
     proc = psutil.Process(server.proc.pid)
     with ThreadPoolExecutor(CLIENTS) as pool:  # warm-up round
         assert sum(pool.map(lambda i: _client(server, 3, i), range(CLIENTS))) == 3 * CLIENTS
-    rss0, fds0 = _usage(proc)
+    usage = [_usage(proc)]
     start = time.monotonic()
-    with ThreadPoolExecutor(CLIENTS) as pool:
-        exact = sum(pool.map(lambda i: _client(server, REQUESTS, i), range(CLIENTS)))
+    for _ in range(2):  # two halves: the second must not grow on top of the first
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            exact = sum(pool.map(lambda i: _client(server, REQUESTS // 2, i), range(CLIENTS)))
+        assert exact == CLIENTS * (REQUESTS // 2)
+        usage.append(_usage(proc))
     elapsed = time.monotonic() - start
-    rss1, fds1 = _usage(proc)
-    assert exact == CLIENTS * REQUESTS
-    assert fds1 <= fds0 + 2, f"open fds grew from {fds0} to {fds1}"
-    assert rss1 - rss0 < 96 * 2**20, f"RSS grew by {(rss1 - rss0) / 2**20:.0f} MiB"
+    (rss0, fds0), (rss1, fds1), (rss2, fds2) = usage
+    assert fds2 <= fds0 + 2, f"open fds grew from {fds0} to {fds2}"
+    assert rss2 - rss0 < 96 * 2**20, f"RSS grew by {(rss2 - rss0) / 2**20:.0f} MiB"
+    assert rss2 - rss1 < 32 * 2**20, f"RSS still growing: {(rss2 - rss1) / 2**20:.0f} MiB"
     assert server.alive()
     print(f"\n{CLIENTS * REQUESTS} requests in {elapsed:.1f} s, RSS {rss0 / 2**20:.0f} -> "
-          f"{rss1 / 2**20:.0f} MiB, fds {fds0} -> {fds1}")
+          f"{rss1 / 2**20:.0f} -> {rss2 / 2**20:.0f} MiB, fds {fds0} -> {fds1} -> {fds2}")
