@@ -76,6 +76,11 @@ def _bone_class(bone: str) -> str:
     return "Torso"  # root, pelvis, spine, clavicle
 
 
+# Keypoints anny regresses on (or just under) the skin, not at a joint centre.
+_SKIN_POINTS = frozenset({"nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_big_toe",
+                          "right_big_toe", "left_small_toe", "right_small_toe", "left_heel", "right_heel"})
+
+
 # Which part classes a keypoint may be seen on (otherwise it is occluded: low score).
 def _visible_classes(name: str) -> tuple[str, ...]:
     side = "Left" if name.startswith("left") else "Right"
@@ -211,6 +216,8 @@ def render(bodies: list, size=(320, 240), focal: float | None = None) -> Scene:
                 p = row * w + col
                 classes = [PART_NAMES_SAPIENS2.index(c) for c in _visible_classes(name)]
                 seen = bool(mask[p] == i + 1 and parts[p] in classes and depth[p] < xyz[2] + 0.02)
+                if name in _SKIN_POINTS:  # on the skin: seen only if the ray hits it there
+                    seen = seen and abs(depth[p] - xyz[2]) < 0.03
                 if name == "neck":
                     seen = bool(mask[p] == i + 1)
             vis[name] = seen

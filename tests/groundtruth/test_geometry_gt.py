@@ -21,6 +21,7 @@ pytestmark = pytest.mark.groundtruth
 LIMB_JOINTS = ("left_elbow", "right_elbow", "left_wrist", "right_wrist",
                "left_knee", "right_knee", "left_ankle", "right_ankle")
 ROOT_JOINTS = ("left_shoulder", "right_shoulder", "left_hip", "right_hip")
+FACE_POINTS = ("nose", "left_eye", "right_eye", "left_ear", "right_ear", "neck")
 SCENES = tuple(SCENE_SPECS)
 
 
@@ -79,7 +80,8 @@ def test_joint_centres_from_exact_keypoints(gt_scene, name, clothed):
     joints = joints_mod.lift_joints(with_clothing(scene.maps) if clothed else scene.maps, 1)
     limbs = _joint_errors(scene, joints, LIMB_JOINTS)
     roots = _joint_errors(scene, joints, ROOT_JOINTS)
-    table = ", ".join(f"{n} {e * 100:.1f}" for n, e in {**limbs, **roots}.items())
+    face = _joint_errors(scene, joints, FACE_POINTS)
+    table = ", ".join(f"{n} {e * 100:.1f}" for n, e in {**limbs, **roots, **face}.items())
     msg = (f"{name}{' (clothing labels)' if clothed else ''}: limbs mean {np.mean(list(limbs.values())) * 100:.2f} cm max "
            f"{max(limbs.values()) * 100:.2f} cm ({len(limbs)} visible); shoulders+hips mean "
            f"{np.mean(list(roots.values())) * 100:.2f} cm [cm: {table}]")
@@ -88,6 +90,7 @@ def test_joint_centres_from_exact_keypoints(gt_scene, name, clothed):
     assert np.mean(list(limbs.values())) <= 0.03, msg
     assert max(limbs.values()) <= 0.05, msg
     assert np.mean(list(roots.values())) <= 0.05, msg
+    assert face and max(face.values()) <= 0.03, msg  # skin points and the neck inside the body
     # Joints lie inside the body: behind the visible surface at their own pixel.
     for n in limbs:
         u, v = scene.maps.keypoints[0, KEYPOINT_INDEX[n], :2].astype(int)
