@@ -177,7 +177,7 @@ class SAPIENS_OT_server_start(_JobOperator, bpy.types.Operator):
         return self.finish(jobs.launch(job, "start server"))
 
 
-class SAPIENS_OT_server_stop(bpy.types.Operator):
+class SAPIENS_OT_server_stop(_JobOperator, bpy.types.Operator):
     """Stop the local inference server (frees all its memory)"""
 
     bl_idname = "sapiens.server_stop"
@@ -188,10 +188,18 @@ class SAPIENS_OT_server_stop(bpy.types.Operator):
         return not state.SESSION.job_running() and state.SESSION.server_state() != "stopped"
 
     def execute(self, context):
-        state.SESSION.stop_server()
-        state.SESSION.clear_error()
-        self.report({"INFO"}, "The inference server was stopped.")
-        return {"FINISHED"}
+        session = state.SESSION
+
+        def work(progress):
+            # SIGTERM, then up to 10 s for a clean exit: not on the main thread.
+            progress.update("stopping server", None, "stopping the inference server")
+            session.stop_server()
+
+        def on_success(_):
+            session.last_info = "The inference server was stopped."
+
+        job = Job("Server stop", work, on_success=on_success, on_failure=session.set_error)
+        return self.finish(jobs.launch(job, "stop server"))
 
 
 class SAPIENS_OT_free_memory(_JobOperator, bpy.types.Operator):

@@ -46,6 +46,21 @@ def addon(tmp_path_factory):
     assert not hasattr(bpy.types, "SAPIENS_PT_main") and not hasattr(bpy.types.Scene, "sapiens")
 
 
+@pytest.fixture
+def analysed(addon):
+    """The scene holds an analysis of the two-person photo and the server runs (whatever ran
+    before, so each test also works alone with -k)."""
+    from sapiens_blender.ui import storage
+
+    state = addon["state"]
+    scene = bpy.context.scene
+    scene.sapiens.photo_source = "FILE"
+    scene.sapiens.photo_path = str(addon["photo"])
+    if not storage.has_analysis(scene) or state.SESSION.server_state() != "ready":
+        assert bpy.ops.sapiens.analyze() == {"FINISHED"}, state.SESSION.last_error
+    return addon
+
+
 def call(op):
     """Run an operator; an ERROR report surfaces as RuntimeError in the bpy module."""
     try:
@@ -76,7 +91,7 @@ def test_analyze_stores_maps_and_shows_them_as_images(addon):
     assert "2 people found" in state.SESSION.last_info
 
 
-def test_each_build_operator_creates_its_objects(addon):
+def test_each_build_operator_creates_its_objects(analysed):
     cams, meshes = len(objects_of("CAMERA")), len(objects_of("MESH"))
     assert bpy.ops.sapiens.build_mesh() == {"FINISHED"}
     assert len(objects_of("CAMERA")) == cams + 1 and len(objects_of("MESH")) == meshes + 2
@@ -110,8 +125,8 @@ def test_each_build_operator_creates_its_objects(addon):
     assert len(objects_of("ARMATURE")) == 3
 
 
-def test_free_memory_then_stop(addon):
-    state = addon["state"]
+def test_free_memory_then_stop(analysed):
+    state = analysed["state"]
     assert bpy.ops.sapiens.free_memory() == {"FINISHED"}
     assert "tiny-person" in state.SESSION.last_info
     assert bpy.ops.sapiens.server_stop() == {"FINISHED"}
@@ -119,7 +134,9 @@ def test_free_memory_then_stop(addon):
     assert not bpy.ops.sapiens.free_memory.poll()
 
 
-def test_analysis_survives_save_and_reopen(addon, tmp_path):
+def test_analysis_survives_save_and_reopen(analysed, tmp_path):
+    addon = analysed
+    addon["state"].SESSION.stop_server()
     path = tmp_path / "saved.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(path))
     bpy.ops.wm.read_homefile(use_empty=True)  # a new file; the add-on stays enabled
