@@ -37,14 +37,15 @@ def _chamfer(pred, gt):
     return 0.5 * (d_pred.mean() + d_gt.mean()), d_pred, d_gt
 
 
+@pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("name", SCENES)
-def test_visible_surface_chamfer_within_1_percent_of_height(gt_scene, name):
+def test_visible_surface_chamfer_within_1_percent_of_height(gt_scene, name, stride):
     scene = gt_scene(name)
-    mesh = surface.build_surface_mesh(scene.maps, 1)
+    mesh = surface.build_surface_mesh(scene.maps, 1, stride=stride)
     gt = visible_points(scene, supersample=2)[0]
     chamfer, d_pred, d_gt = _chamfer(_mesh_samples(mesh), gt)
     height = scene.body.height
-    msg = (f"{name}: chamfer {chamfer * 1000:.2f} mm = {100 * chamfer / height:.3f} % of height "
+    msg = (f"{name}, stride {stride}: chamfer {chamfer * 1000:.2f} mm = {100 * chamfer / height:.3f} % of height "
            f"{height:.2f} m (pred->gt p95 {np.percentile(d_pred, 95) * 1000:.1f} mm, "
            f"gt->pred p95 {np.percentile(d_gt, 95) * 1000:.1f} mm; {len(mesh.vertices)} vertices)")
     print(msg)
