@@ -14,7 +14,7 @@ import tempfile
 import bpy
 
 from ..core.analysis import analyze_photo
-from ..core.jobs import DONE, Job
+from ..core.jobs import CANCELLED, DONE, Job
 from . import jobs, map_images, preferences, state, storage
 
 # Server job stages -> the words the panel shows.
@@ -47,7 +47,7 @@ class _JobOperator:
             if state.SESSION.last_info:
                 self.report({"INFO"}, state.SESSION.last_info)
             return {"FINISHED"}
-        if job.state == "cancelled":
+        if job.state == CANCELLED:
             self.report({"WARNING"}, f"{job.name} was cancelled.")
         else:
             self.report({"ERROR"}, state.SESSION.last_error or job.message)
@@ -61,6 +61,8 @@ def photo_input(context) -> tuple[object, str]:
         image = props.photo_image
         if image is None:
             raise ValueError("Pick an image to analyse (or switch the photo source to File).")
+        if image.is_dirty:  # painted on since it was loaded: send what the user sees
+            return _image_to_png(image), image.name
         if image.packed_file is not None:
             return bytes(image.packed_file.data), image.name
         path = bpy.path.abspath(image.filepath) if image.filepath else ""
