@@ -17,7 +17,7 @@ from .types import Skeleton, SurfaceMesh
 _ALL = None  # clothing, background: any bone
 
 
-def _bones_for_part(part: str, side_bones) -> tuple[str, ...] | None:
+def _bones_for_part(part: str) -> tuple[str, ...] | None:
     for side, s in (("Left", "L"), ("Right", "R")):
         if part.startswith(side + "_"):
             limb = part[len(side) + 1:]
@@ -62,7 +62,7 @@ def part_based_weights(mesh: SurfaceMesh, skeleton: Skeleton, part_names, max_in
     nb = len(names)
     allowed_by_part = np.ones((max(len(part_names), 1), nb), bool)
     for pid, part in enumerate(part_names):
-        bones = _bones_for_part(str(part), names)
+        bones = _bones_for_part(str(part))
         if bones is not _ALL:
             row = np.isin(names, bones)
             allowed_by_part[pid] = row if row.any() else True
