@@ -173,3 +173,11 @@ def test_hub_errors_become_actionable_messages(monkeypatch, tmp_path):
     full = _hub_error(OSError(errno.ENOSPC, "No space left on device"), "facebook/sapiens2-seg-5b",
                       "model.safetensors", None)
     assert full.status == 507 and "disk full" in str(full) and str(tmp_path) in str(full)
+
+
+def test_half_resolution_preview(tiny_hub, offline_hub):
+    offline_hub(tiny_hub)
+    b = sapiens2.Sapiens2Backend("0.4b", device="cpu", input_scale=0.5)
+    maps = as_maps(b.analyze(photo(200, 150), AnalyzeOptions()))
+    assert b.input_hw("seg") == (32, 32) and b.input_hw("depth") == (64, 48)
+    assert maps.person_ids == [1] and maps.image.shape[:2] == (200, 150)
