@@ -86,6 +86,17 @@ def _error_for(exc: Exception) -> JSONResponse:
     return error(500, f"server error: {type(exc).__name__}: {exc}")
 
 
+async def _cancel_on_disconnect(request: Request, job) -> None:
+    """A client that hangs up (timeout, closed panel) cancels its work instead of leaving the
+    GPU busy for nobody. Once the body is read, the next ASGI message can only be a disconnect."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            log.info("client of job %s disconnected; cancelling it", job.id)
+            job.token.cancel()
+            return
+
+
 INFER_BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": {
         "type": "object", "required": ["inputs"],
@@ -182,10 +193,13 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
             work = prepare_maps(req, slot, max_pixels=config.max_image_pixels,
                                 autoload=config.autoload)
         job = jobs.admit(req.id, "infer", name)
+        watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
         try:
             payload, json_length = await jobs.run(job, work)
         except Exception as exc:
             return _error_for(exc)
+        finally:
+            watcher.cancel()
         if json_length is None:
             return Response(b"".join(payload), media_type="application/json")
         return ChunksResponse(payload, json_length)

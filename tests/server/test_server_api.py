@@ -205,3 +205,19 @@ def test_queue_full_gives_503_with_retry_after(server):
             thread.join(30)
             statuses.append(result[0][0].status)
     assert set(statuses) <= {499, 503} and statuses.count(503) >= 1
+
+
+def test_client_hanging_up_cancels_its_job(server):
+    import socket
+
+    job_id = f"hangup-{uuid.uuid4()}"
+    body, hlen = protocol.encode_infer_request([protocol.tensor("x", [1.0])], id=job_id,
+                                               parameters={"delay_ms": 10_000})
+    sock = socket.create_connection((server.host, server.port), timeout=10)
+    sock.sendall((f"POST /v2/models/echo/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  f"Authorization: Bearer {server.token}\r\nContent-Length: {len(body)}\r\n"
+                  f"Inference-Header-Content-Length: {hlen}\r\n\r\n").encode() + body)
+    _wait_state(server, job_id, {"running"})
+    sock.close()
+    job = _wait_state(server, job_id, {"cancelled", "done", "failed"}, timeout=5)
+    assert job["state"] == "cancelled"
