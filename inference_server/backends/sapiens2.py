@@ -28,6 +28,7 @@ from .sapiens_pipeline import StageTimes, run_pipeline
 log = logging.getLogger(__name__)
 
 SIZES = ("0.4b", "0.8b", "1b", "5b")
+DEFAULT_INPUT_HW = (1024, 768)  # the released models' training size (H, W)
 # Our task name -> (hub task name, transformers class name)
 TASKS = {
     "seg": ("seg", "Sapiens2ForSemanticSegmentation"),
@@ -143,6 +144,7 @@ class Sapiens2Backend(Backend):
             raise ValueError(f"input_scale must lie in [0.1, 1], got {scale}")
         self.input_scale = scale
         self.models: dict = {}
+        self._native_hw: dict = {}
         self.placement = None
         self.last_times = StageTimes()
         self._lock = threading.RLock()
@@ -199,6 +201,7 @@ class Sapiens2Backend(Backend):
             raise
         if self.placement.compile:
             model.model = _compiled(model.model)
+        self._native_hw[task] = native_input_hw(folder, model.config)
         return model
 
     def _oom(self, task, exc):
@@ -217,8 +220,7 @@ class Sapiens2Backend(Backend):
 
     def input_hw(self, task) -> tuple[int, int]:
         config = self.models[task].config
-        size = config.image_size
-        hw = (int(size[0]), int(size[1])) if isinstance(size, (list, tuple)) else (int(size), int(size))
+        hw = self._native_hw.get(task) or native_input_hw(None, config)
         if self.input_scale == 1.0 or task == "depth":
             # The pointmap's scale branch flattens a fixed-size feature grid: native size only.
             return hw
@@ -247,6 +249,22 @@ class Sapiens2Backend(Backend):
             "metric": True,
             "input_scale": self.input_scale,
         }
+
+
+def native_input_hw(folder, config) -> tuple[int, int]:
+    """The model's input (H, W): the repo's preprocessor size, else the config's image_size unless
+    it is the library default (224, which the task repos may leave unset), else 1024x768."""
+    import json
+
+    if folder is not None:
+        try:
+            size = json.loads((Path(folder) / "preprocessor_config.json").read_text(encoding="utf-8"))["size"]
+            return int(size["height"]), int(size["width"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    size = config.image_size
+    hw = (int(size[0]), int(size[1])) if isinstance(size, (list, tuple)) else (int(size), int(size))
+    return DEFAULT_INPUT_HW if hw == (224, 224) else hw
 
 
 def _compiled(module):

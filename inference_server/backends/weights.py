@@ -153,6 +153,10 @@ def fetch_transformers_repo(repo_id: str, progress: ProgressFn = no_progress,
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise BackendError(f"{config_path} is not valid JSON ({exc}); delete it and retry", status=500) from exc
+    try:  # optional: the preprocessing size lives here (small; absent in some repos)
+        fetch_file(repo_id, "preprocessor_config.json", progress, cancel, weights_dir)
+    except BackendError:
+        pass
     named = config.get("transformers_weights")
     if named:
         fetch_file(repo_id, named, progress, cancel, weights_dir)

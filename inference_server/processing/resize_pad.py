@@ -75,6 +75,8 @@ def photo_tensor(image: np.ndarray, device="cpu"):
     import torch
 
     arr = np.ascontiguousarray(image)
+    if not arr.flags.writeable:  # torch.from_numpy warns on read-only buffers (decoded photos)
+        arr = arr.copy()
     return torch.from_numpy(arr).to(device).permute(2, 0, 1).unsqueeze(0).float()
 
 

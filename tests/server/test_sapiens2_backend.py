@@ -181,3 +181,16 @@ def test_half_resolution_preview(tiny_hub, offline_hub):
     maps = as_maps(b.analyze(photo(200, 150), AnalyzeOptions()))
     assert b.input_hw("seg") == (32, 32) and b.input_hw("depth") == (64, 48)
     assert maps.person_ids == [1] and maps.image.shape[:2] == (200, 150)
+
+
+def test_model_input_size_comes_from_the_repo(tmp_path):
+    import json
+
+    import transformers
+
+    config = transformers.Sapiens2Config()  # image_size left at the library default (224)
+    assert sapiens2.native_input_hw(None, config) == (1024, 768)
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"size": {"height": 512, "width": 384}}))
+    assert sapiens2.native_input_hw(tmp_path, config) == (512, 384)
+    config.image_size = [64, 48]
+    assert sapiens2.native_input_hw(None, config) == (64, 48)
