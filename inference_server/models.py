@@ -7,6 +7,7 @@ demand, and lets ``unload`` wait for the inferences running on it before freeing
 
 from __future__ import annotations
 
+import json
 import threading
 
 import numpy as np
@@ -166,8 +167,9 @@ def model_metadata(name: str, slot: ModelSlot | None) -> dict:
             "parameters": {"tasks": ",".join(KNOWN_TASKS), "max_side": 1024, "flip_test": False}}
     if slot is not None and slot._backend is not None:
         meta["platform"] = slot._backend.platform
-        try:
-            meta["parameters"]["backend"] = slot._backend.describe()
+        try:  # via JSON with str() fallback: a torch.device or Path must not turn this into a 500
+            described = json.loads(json.dumps(slot._backend.describe(), default=str))
+            meta["parameters"]["backend"] = described
         except Exception as exc:  # describe is informative only
             meta["parameters"]["backend"] = {"error": str(exc)}
     return meta
