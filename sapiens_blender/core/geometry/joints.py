@@ -92,6 +92,14 @@ def lift_joints(maps: Maps, person_id: int, mesh=None, min_score: float = 0.3) -
     name_to_id = {n: i for i, n in enumerate(maps.part_names)}
     person = maps.mask == person_id
 
+    regions: dict = {}
+
+    def region_of(parts, clothes=True):  # the same few part sets recur: compute each once
+        key = (parts, clothes)
+        if key not in regions:
+            regions[key] = _region(maps, person, name_to_id, parts, clothes)
+        return regions[key]
+
     lifted: dict[str, Joint] = {}
     hints: dict[str, np.ndarray] = {}  # 2D positions of keypoints we could not lift directly
     notes: dict[str, str] = {}
@@ -100,9 +108,9 @@ def lift_joints(maps: Maps, person_id: int, mesh=None, min_score: float = 0.3) -
     for n in (n for n in LIMB_RULES if _score(kp, n) >= min_score):
         rule = LIMB_RULES[n]
         p = kp[KEYPOINT_INDEX[n], :2]
-        region = _region(maps, person, name_to_id, rule.parts)
+        region = region_of(rule.parts)
         width = _limb_width(kp, n, rule, region, max_px, z, focal)
-        depth_region = region | _region(maps, person, name_to_id, rule.depth_parts, clothes=False) \
+        depth_region = region | region_of(rule.depth_parts, clothes=False) \
             if rule.depth_parts else region
         zs = _surface_depth(z, depth_region, p, radius=max(1.5, 0.15 * (width or 0.0)))
         if zs is None:
@@ -116,7 +124,7 @@ def lift_joints(maps: Maps, person_id: int, mesh=None, min_score: float = 0.3) -
                 hints[n] = kp[KEYPOINT_INDEX[n], :2]
             continue
         p = kp[KEYPOINT_INDEX[n], :2]
-        zs = _surface_depth(z, _region(maps, person, name_to_id, parts), p, radius=2.0)
+        zs = _surface_depth(z, region_of(parts), p, radius=2.0)
         if zs is None:
             zs = _surface_depth(z, person, p, radius=2.0)  # small parts: any of the person's pixels
         if zs is None:
