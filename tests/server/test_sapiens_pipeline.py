@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The shared Sapiens pipeline with a synthetic "model" whose outputs are known exactly: two
+people, a tilted-plane pointmap, normals with a flipped axis, and keypoints drawn into the photo
+as Gaussian spots that the pose "model" reads back from its top-down crops."""
+
+import numpy as np
+import pytest
+from test_processing_geometry import K_TRUE, PLANE_NORMAL, tilted_plane
+
+from inference_server.backends.base import AnalyzeOptions
+from inference_server.backends.sapiens_pipeline import run_pipeline
+from inference_server.processing.goliath import PART_NAMES_SAPIENS2
+
+torch = pytest.importorskip("torch")
+
+H, W = 96, 160
+# person 1 is larger; far enough apart that each top-down crop holds only its own person
+PEOPLE = {1: (slice(6, 90), slice(4, 34)), 2: (slice(20, 80), slice(110, 141))}
+# Keypoints (pixel-index coordinates) drawn as Gaussian spots: nose in red, left eye in green.
+SPOTS = {1: {0: (18.3, 30.6), 1: (25.7, 55.2)}, 2: {0: (120.45, 35.15), 1: (131.8, 70.4)}}
+
+
+def synthetic_photo():
+    ys, xs = np.mgrid[0:H, 0:W].astype(np.float64)
+    img = np.zeros((H, W, 3))
+    for person in SPOTS.values():
+        for channel, (x, y) in person.items():
+            img[..., channel] += 250 * np.exp(-((xs - x) ** 2 + (ys - y) ** 2) / (2 * 8.0**2))
+    return np.clip(np.round(img), 0, 255).astype(np.uint8)
+
+
+class SyntheticRunner:
+    """Model stand-in with exact outputs; the pipeline around it is the real one."""
+
+    source = "synthetic"
+    part_names = PART_NAMES_SAPIENS2
+    metric = True
+    pose_input_hw = (64, 48)
+    mean, std = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
+    flip = (1.0, -1.0, 1.0)  # the "model" predicts y upside down
+
+    def segment(self, photo, hw):
+        parts = np.zeros(hw, np.uint8)
+        for rows, cols in PEOPLE.values():
+            parts[rows, cols] = 22
+        return parts
+
+    def depth(self, photo, hw):
+        return tilted_plane(*hw)
+
+    def normals(self, photo, hw):
+        return np.broadcast_to(PLANE_NORMAL * np.asarray(self.flip), (*hw, 3)).astype(np.float32)
+
+    def pose(self, crops):
+        # heatmap = red/green channel sampled at the UDP heatmap grid (align_corners=True), 1/4 size
+        small = torch.nn.functional.interpolate(crops, size=(16, 12), mode="bilinear", align_corners=True)
+        hm = torch.zeros((crops.shape[0], 308, 16, 12))
+        hm[:, :2] = small[:, :2] / 250.0
+        return hm.numpy()
+
+
+def test_pipeline_known_answers():
+    runner = SyntheticRunner()
+    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions(max_side=1024))
+    mask = out["mask"]
+    assert mask[50, 10] == 1 and mask[50, 120] == 2 and mask[2, 2] == 0
+    assert np.allclose(out["intrinsics"], K_TRUE, rtol=1e-3, atol=0.05)
+    fg = mask > 0
+    plane = tilted_plane(H, W)
+    assert np.allclose(out["depth"][fg], plane[fg][:, 2], atol=1e-5) and np.isnan(out["depth"][~fg]).all()
+    # the flipped y axis is detected and corrected; the agreement is reported
+    assert np.allclose(out["normal"][fg], PLANE_NORMAL, atol=1e-5)
+    assert out["normal_agreement_deg"][0] < 1.0 and "flipped axes y" in str(out["source"][0])
+    kp = out["keypoints"]
+    assert kp.shape == (2, 308, 3) and np.all(kp[:, 2:, 2] == 0)
+    for person, spots in SPOTS.items():
+        for channel, (x, y) in spots.items():
+            got = kp[person - 1, channel]
+            # canonical keypoints put pixel centres at +0.5
+            assert np.hypot(got[0] - (x + 0.5), got[1] - (y + 0.5)) < 0.1, (person, channel, got)
+            assert got[2] > 0.5
+
+
+def test_pipeline_without_depth_reuses_the_last_calibration():
+    runner = SyntheticRunner()
+    first = run_pipeline(runner, synthetic_photo(), AnalyzeOptions())
+    assert runner.last_normal_signs == (1.0, -1.0, 1.0)
+    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions(tasks=("seg", "normal")),
+                       normal_signs_hint=runner.last_normal_signs)
+    fg = out["mask"] > 0
+    assert np.allclose(out["normal"][fg], first["normal"][fg]) and np.isnan(out["depth"]).all()
+    assert "last calibration" in str(out["notes"][0])
