@@ -33,8 +33,14 @@ _LIVE_MANAGERS: "weakref.WeakSet[ServerProcess]" = weakref.WeakSet()
 
 
 def default_source_root() -> Path:
-    """The folder holding ``inference_server/``: the add-on ships it next to ``sapiens_blender/``."""
-    return Path(__file__).resolve().parents[2]
+    """The folder holding ``inference_server/``.
+
+    The installed extension ships the server source in ``server_src/`` inside the add-on (see
+    cli/package_extension.py); a source checkout has it next to ``sapiens_blender/``.
+    """
+    addon = Path(__file__).resolve().parents[1]
+    bundled = addon / "server_src"
+    return bundled if (bundled / "inference_server").is_dir() else addon.parent
 
 
 def default_log_dir() -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..core.errors import SapiensServerError, ServerNotRunning, ServerStartError
 from ..core.jobs import RUNNING, Job
+from ..core.server_process import default_source_root
 
 # What the panel shows (one of these at a time).
 NO_SERVER, STARTING, READY, BUSY, ERROR = "no server", "starting", "ready", "running", "error"
@@ -27,10 +28,8 @@ def addon_dir() -> Path:
 
 
 def server_source_root() -> Path:
-    """The folder that holds `inference_server/`: `server_src/` inside the installed extension
-    zip (see package_extension.py), the repository root in a source checkout."""
-    bundled = addon_dir() / "server_src"
-    return bundled if (bundled / "inference_server").is_dir() else addon_dir().parent
+    """The folder that holds `inference_server/` (see core.server_process.default_source_root)."""
+    return default_source_root()
 
 
 @dataclass(frozen=True)
