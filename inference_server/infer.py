@@ -107,7 +107,8 @@ def prepare_maps(req: InferRequest, slot: ModelSlot, *, max_pixels: int,
         if photo.name == "image":
             image = decode_image(bytes(photo.array.reshape(-1)[0]), max_pixels)
         else:
-            image = check_pixels_array(photo.array, max_pixels)
+            # A writable copy: binary tensors are read-only views of the request body.
+            image = np.array(check_pixels_array(photo.array, max_pixels))
         job.token.check()
         maps = slot.analyze(image, options, job.report, job.token, autoload)
         job.token.check()
