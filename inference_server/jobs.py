@@ -166,10 +166,11 @@ class JobManager:
         """Run ``fn(job)`` in a worker thread; job state follows the outcome. Re-raises."""
         loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wrap_future(self._pool.submit(self._work, job, fn), loop=loop)
-        except RuntimeError as exc:  # pool already shut down
+            future = self._pool.submit(self._work, job, fn)
+        except RuntimeError as exc:  # the pool is already shut down
             self._finish(job, FAILED, str(exc))
             raise ShuttingDown("the server is shutting down") from None
+        return await asyncio.wrap_future(future, loop=loop)
 
     def _work(self, job: Job, fn: Callable[[Job], Any]) -> Any:
         start = time.monotonic()

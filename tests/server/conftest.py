@@ -16,7 +16,8 @@ from inference_server import protocol
 def server(tmp_path_factory):
     """The shared server: echo + tiny Sapiens2 backend, default limits, owned by this pytest."""
     srv = start_server(tmp_path_factory.mktemp("server"), "--enable-echo",
-                       "--backend-module", "tiny_backend", "--parent-pid", str(os.getpid()))
+                       "--backend-module", "tiny_backend",
+                       "--backend-module", "faulty_backend", "--parent-pid", str(os.getpid()))
     yield srv
     srv.stop()
 

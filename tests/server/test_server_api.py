@@ -221,3 +221,41 @@ def test_client_hanging_up_cancels_its_job(server):
     sock.close()
     job = _wait_state(server, job_id, {"cancelled", "done", "failed"}, timeout=5)
     assert job["state"] == "cancelled"
+
+
+def _pixels(first: int) -> protocol.Tensor:
+    img = np.full((6, 5, 3), 9, np.uint8)
+    img[0, 0, 0] = first
+    return protocol.tensor("pixels", img)
+
+
+def test_backend_failures_are_clear_and_the_server_survives(alive_after):
+    server = alive_after
+    reply, _ = server.infer("faulty", [_pixels(1)])
+    assert reply.status == 500
+    assert "RuntimeError: simulated bug deep inside the model" in reply.json()["error"]
+    reply, _ = server.infer("faulty", [_pixels(2)])
+    assert reply.status == 503 and "weights for 'faulty' are missing" in reply.json()["error"]
+    reply, _ = server.infer("faulty", [_pixels(3)])
+    assert reply.status == 500 and "'depth'" in reply.json()["error"]
+    reply, out = server.infer("faulty", [_pixels(0)])
+    assert reply.status == 200 and out["source"].array.tolist() == [b"faulty"]
+
+
+def test_load_progress_and_cancel(server):
+    job_id = f"load-{uuid.uuid4()}"
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(server.post_json(
+        "/v2/repository/models/slow-load/load", {"parameters": {"job_id": job_id}})))
+    thread.start()
+    job = _wait_state(server, job_id, {"running"})
+    deadline = time.monotonic() + 10
+    while not (job["stage"] == "load" and job["progress"]) and time.monotonic() < deadline:
+        job = server.get(f"/v2/jobs/{job_id}").json()
+    assert job["kind"] == "load" and "downloading weights" in job["message"]
+    index = {m["name"]: m for m in server.request("POST", "/v2/repository/index").json()}
+    assert index["slow-load"]["state"] == "LOADING"
+    server.request("POST", f"/v2/jobs/{job_id}/cancel")
+    thread.join(20)
+    assert result[0].status == 499 and "cancelled" in result[0].json()["error"]
+    assert server.get("/v2/models/slow-load/ready").status == 503

@@ -97,3 +97,17 @@ def test_allow_remote_binds_any_address(tmp_path):
         assert srv.get("/v2", auth=False).status == 401
     finally:
         assert srv.stop() == 0
+
+
+def test_no_autoload_answers_409_until_loaded(tmp_path):
+    srv = start_server(tmp_path, "--backend-module", "faulty_backend", "--no-autoload")
+    try:
+        pixels = protocol.tensor("pixels", np.zeros((4, 4, 3), np.uint8))
+        reply, _ = srv.infer("faulty", [pixels])
+        assert reply.status == 409 and "/v2/repository/models/faulty/load" in reply.json()["error"]
+        assert srv.request("POST", "/v2/repository/models/faulty/load").status == 200
+        reply, out = srv.infer("faulty", [pixels])
+        assert reply.status == 200 and out["image"].array.shape == (4, 4, 3)
+        assert srv.get("/v2/models/echo").status == 404  # echo only with --enable-echo
+    finally:
+        assert srv.stop() == 0
