@@ -179,7 +179,10 @@ def main(argv=None) -> int:
     if "int8" in modes:
         from torch.ao.quantization import quantize_dynamic
 
-        q = {k: quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8) for k, m in models.items()}
+        q = _shared_copy(models, backbone)  # one backbone copy, quantised once, in place
+        quantize_dynamic(next(iter(q.values())).model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+        for m in q.values():
+            quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
         backends["int8"] = backend_with(q, devices.Placement("cpu", "int8"), "sdpa")
     if {"ours", "preview"} & set(modes):
         fast = {k: devices.prepare_model(m, auto) for k, m in _shared_copy(models, backbone).items()}
