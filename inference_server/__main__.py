@@ -62,6 +62,7 @@ def _setup_logging(args) -> Path:
         folder = Path(tempfile.gettempdir()) / "sapiens_blender"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = folder / f"server-{os.getpid()}.log"
+        _prune_old_logs(folder, max_age_s=3 * 24 * 3600)
     path.parent.mkdir(parents=True, exist_ok=True)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     handlers = [logging.StreamHandler(sys.stderr), logging.FileHandler(path, encoding="utf-8")]
@@ -71,6 +72,15 @@ def _setup_logging(args) -> Path:
         h.setFormatter(fmt)
         root.addHandler(h)
     return path
+
+
+def _prune_old_logs(folder: Path, max_age_s: float) -> None:
+    """One log per server run keeps concurrent servers apart; old ones must not pile up."""
+    cutoff = time.time() - max_age_s
+    for old in folder.glob("server-*.log"):
+        with contextlib.suppress(OSError):
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
 
 
 def _is_loopback(host: str) -> bool:
