@@ -40,6 +40,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="extra Host header name accepted with --allow-remote (repeatable)")
     p.add_argument("--max-body-bytes", type=int, default=256 * 1024 * 1024)
     p.add_argument("--max-image-pixels", type=int, default=8192 * 8192)
+    p.add_argument("--max-json-bytes", type=int, default=64 * 1024 * 1024,
+                   help="largest JSON part of a request (big tensors must travel binary)")
     p.add_argument("--max-concurrency", type=int, default=1, help="inferences running at once")
     p.add_argument("--max-queue", type=int, default=8, help="inferences waiting; more get 503")
     p.add_argument("--no-autoload", action="store_true",
@@ -186,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     port = sock.getsockname()[1]
     config = ServerConfig(
         token=token, port=port, max_body_bytes=args.max_body_bytes,
-        max_image_pixels=args.max_image_pixels, max_concurrency=args.max_concurrency,
+        max_image_pixels=args.max_image_pixels, max_json_bytes=args.max_json_bytes,
+        max_concurrency=args.max_concurrency,
         max_queue=args.max_queue, autoload=not args.no_autoload, enable_echo=args.enable_echo,
         any_host=args.allow_remote and not args.allowed_host and not _is_loopback(args.host),
         extra_hosts=[args.host, *args.allowed_host] if args.allow_remote else [])

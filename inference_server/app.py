@@ -34,6 +34,8 @@ class ServerConfig:
     port: int = 0
     max_body_bytes: int = 256 * 1024 * 1024
     max_image_pixels: int = DEFAULT_MAX_PIXELS
+    # JSON costs ~30x its size in Python objects while parsing; big tensors must travel binary.
+    max_json_bytes: int = 64 * 1024 * 1024
     max_concurrency: int = 1
     max_queue: int = 8
     autoload: bool = True
@@ -185,6 +187,11 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
             header_length = None if raw_length is None else int(raw_length)
         except ValueError:
             raise ProtocolError(f"Inference-Header-Content-Length {raw_length!r} is not an integer")
+        json_part = len(body) if header_length is None else header_length
+        if json_part > config.max_json_bytes:
+            return error(413, f"the JSON part of the request is {json_part} bytes, more than the "
+                              f"server's limit of {config.max_json_bytes}; send large tensors as "
+                              f"binary data (binary tensor data extension)")
         req = await run_in_threadpool(parse_infer_request, body, header_length)
         del body
         if slot is None:

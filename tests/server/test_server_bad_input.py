@@ -182,3 +182,15 @@ def test_client_disconnecting_mid_upload(alive_after):
         # closed with 9.95 MB still owed; the next request must work (alive_after checks)
     reply, _ = alive_after.infer(TINY_MODEL, [image_input(png_bytes(np.zeros((8, 8, 3), np.uint8)))])
     assert reply.status == 200
+
+
+def test_json_part_over_its_cap(tmp_path):
+    small = start_server(tmp_path, "--enable-echo", "--max-json-bytes", "2000")
+    try:
+        big = protocol.tensor("x", np.zeros(1000, np.float32))
+        reply, _ = small.infer("echo", [big], binary=False)
+        expect_error(reply, 413, "send large tensors as binary")
+        reply, out = small.infer("echo", [big], binary=True)
+        assert reply.status == 200 and out["x"].array.shape == (1000,)
+    finally:
+        assert small.stop() == 0
