@@ -266,17 +266,14 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
     async def list_jobs():
         return {"jobs": [j.to_json() for j in jobs.list()]}
 
-    @app.get("/v2/jobs/{job_id}")
-    async def get_job(job_id: str):
-        return job_or_404(job_id).to_json()
-
-    @app.post("/v2/jobs/{job_id}/cancel", status_code=202)
+    # ":path" so any v2 request id works, "/" included; the suffixed routes come first.
+    @app.post("/v2/jobs/{job_id:path}/cancel", status_code=202)
     async def cancel_job(job_id: str):
         job_or_404(job_id)
         job = jobs.cancel(job_id)
         return {"id": job_id, "state": job.state}
 
-    @app.get("/v2/jobs/{job_id}/events")
+    @app.get("/v2/jobs/{job_id:path}/events")
     async def job_events(job_id: str):
         job = job_or_404(job_id)
 
@@ -293,6 +290,10 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
 
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store"})
+
+    @app.get("/v2/jobs/{job_id:path}")
+    async def get_job(job_id: str):
+        return job_or_404(job_id).to_json()
 
     hosts = None if config.any_host else allowed_hosts(config.port, config.extra_hosts)
     return GuardMiddleware(app, config.token, hosts, config.max_body_bytes), jobs

@@ -259,3 +259,19 @@ def test_load_progress_and_cancel(server):
     thread.join(20)
     assert result[0].status == 499 and "cancelled" in result[0].json()["error"]
     assert server.get("/v2/models/slow-load/ready").status == 503
+
+
+def test_any_request_id_can_be_watched_and_cancelled(server):
+    from urllib.parse import quote
+
+    job_id = f"scene 1/photo?#{uuid.uuid4()}"
+    thread, result = _infer_in_thread(server, job_id, 10_000)
+    path = f"/v2/jobs/{quote(job_id, safe='')}"
+    deadline = time.monotonic() + 20
+    while server.get(path).status != 200 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.get(path).json()["id"] == job_id
+    assert server.request("POST", path + "/cancel").status == 202
+    thread.join(20)
+    assert result[0][0].status == 499
+    assert server.get(path).json()["state"] == "cancelled"
