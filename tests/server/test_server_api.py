@@ -174,14 +174,15 @@ def test_progress_is_readable_while_running_then_cancel(server):
 
 def test_server_sent_events_follow_a_job(server):
     job_id = f"sse-{uuid.uuid4()}"
-    thread, result = _infer_in_thread(server, job_id, 300)
-    _wait_state(server, job_id, {"running", "done"})
+    thread, result = _infer_in_thread(server, job_id, 1500)
+    _wait_state(server, job_id, {"running"})
     reply = server.get(f"/v2/jobs/{job_id}/events")
     thread.join(20)
     assert reply.headers["content-type"].startswith("text/event-stream")
     events = [json.loads(line[5:]) for line in reply.body.decode().splitlines()
               if line.startswith("data:")]
-    assert events[-1]["state"] == "done" and len(events) >= 2
+    assert events[0]["state"] == "running" and events[-1]["state"] == "done"
+    assert len(events) >= 3 and any(0 < (e["progress"] or 0) < 1 for e in events)
     assert result[0][0].status == 200
 
 
