@@ -7,7 +7,8 @@ models share one backbone instance (same compute as four, a quarter of the memor
 
 Modes, each timed on the same decoded photo through the real pipeline (sapiens_pipeline.py):
 - baseline: fp32, eager attention, batch 1, tasks one after another (how the demos run);
-- ours: automatic placement (bf16 on CUDA or on CPUs with AMX/AVX512-BF16, else fp32) + SDPA;
+- ours: automatic placement (bf16 on CUDA or on CPUs with AMX/AVX512-BF16, else fp32) + SDPA,
+  and on the CPU channels-last convolutions (devices.prepare_model);
 - optional: int8 (dynamic int8 Linear layers, CPU), preview (input_scale 0.5).
 Per-stage seconds (decode, preprocess, forward per task, postprocess; means), images/s and the
 ratio (medians of wall and CPU time per image; modes interleaved image by image so that other
@@ -179,7 +180,8 @@ def main(argv=None) -> int:
     if "int8" in modes:
         from torch.ao.quantization import quantize_dynamic
 
-        q = _shared_copy(models, backbone)  # one backbone copy, quantised once, in place
+        q = {k: devices.use_fast_conv_layout(m) for k, m in _shared_copy(models, backbone).items()}
+        # one backbone copy, quantised once, in place
         quantize_dynamic(next(iter(q.values())).model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
         for m in q.values():
             quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
@@ -191,7 +193,7 @@ def main(argv=None) -> int:
         if "preview" in modes:
             backends["preview"] = backend_with(fast, auto, "sdpa", input_scale=0.5)
     if "baseline" in modes:
-        base_models = {k: devices.prepare_model(m, devices.Placement(auto.device, "fp32")) for k, m in models.items()}
+        base_models = {k: m.eval().to(auto.device) for k, m in models.items()}  # as published: no tuning
         backends = {"baseline": backend_with(base_models, devices.Placement(auto.device, "fp32"), "eager"),
                     **backends}
     for name, b in backends.items():  # warm-up: allocations, first-call costs

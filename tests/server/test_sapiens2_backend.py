@@ -194,3 +194,24 @@ def test_model_input_size_comes_from_the_repo(tmp_path):
     assert sapiens2.native_input_hw(tmp_path, config) == (512, 384)
     config.image_size = [64, 48]
     assert sapiens2.native_input_hw(None, config) == (64, 48)
+
+
+def test_fast_cpu_layout_keeps_the_outputs(tiny_hub, offline_hub):
+    import copy
+
+    import torch
+    import transformers
+
+    from inference_server.backends import devices
+
+    norm = torch.nn.InstanceNorm2d(8)
+    x = torch.randn(2, 8, 10, 6)
+    assert torch.allclose(devices._channel_norm_class()(norm.eps)(x), norm(x), atol=1e-5)
+    offline_hub(tiny_hub)
+    folder = next((tiny_hub / "models--facebook--sapiens2-normal-0.4b" / "snapshots").iterdir())
+    model = transformers.Sapiens2ForNormalEstimation.from_pretrained(str(folder)).eval()
+    fast = devices.prepare_model(copy.deepcopy(model), devices.Placement("cpu", "fp32"))
+    assert not any(isinstance(m, torch.nn.InstanceNorm2d) for m in fast.modules())
+    pixels = torch.randn(1, 3, 64, 48)
+    with torch.inference_mode():
+        assert torch.allclose(fast(pixel_values=pixels).normals, model(pixel_values=pixels).normals, atol=1e-4)
