@@ -4,11 +4,17 @@
 They read the maps saved in the .blend (no server needed, so they work after reopening the
 file) and call the Blender builders on the main thread. One click is one undo step.
 
-- Mesh: the photo-matching camera and one displaced mesh per person (photo material).
-- Normal Texture: the person's normal map as a packed image, to use on any mesh.
-- Part Materials: the mesh with one material and one vertex group per body part.
-- Armature: the mesh with a skinned armature from the 308 keypoints.
-- Build All: all of the above.
+The buttons complete ONE set of objects per analysis and person (``pipeline.build_products``
+with reuse): what an earlier click made is found by its tags (renamed or moved objects too)
+and kept, so clicking again never duplicates anything.
+
+- Mesh: the photo-matching camera and each person's displaced mesh (photo material).
+- Normal Texture: the normal map wired into that mesh's Sapiens materials (object space by
+  default; tangent space for glTF/FBX); builds the mesh first if there is none.
+- Part Materials: one material slot and one vertex group per body part on that mesh.
+- Armature: an armature from the keypoints, skinned to that mesh. An existing armature of
+  the person is kept (it may be posed or edited): delete it to build a new one.
+- Build All: all of the above, each once.
 """
 
 from __future__ import annotations
@@ -16,13 +22,17 @@ from __future__ import annotations
 import os
 
 import bpy
+from bpy.props import EnumProperty
 
-from .. import api
-from ..blender.images import image_from_array
-from ..core.geometry import normals as geo_normals
+from ..blender import pipeline
 from ..core.geometry.types import GeometryError
 from ..core.maps import MapsError
 from . import properties, state, storage
+
+NORMAL_SPACE_ITEMS = [
+    ("OBJECT", "Object Space", "Exact for the built mesh, Blender only"),
+    ("TANGENT", "Tangent Space", "MikkTSpace on the UV map: for glTF/FBX and game engines"),
+]
 
 
 def _photo_stem(scene) -> str:
@@ -30,9 +40,21 @@ def _photo_stem(scene) -> str:
     return os.path.splitext(os.path.basename(photo))[0] or "photo"
 
 
+def build_message(label: str, result) -> str:
+    """One line per click: what was built, what was already there."""
+    parts = []
+    for person in result.people:
+        built, kept = person.report.get("built", []), person.report.get("kept", [])
+        text = f"person {person.person_id}: " + (", ".join(built) + " built" if built else "nothing new")
+        if kept:
+            text += f" ({', '.join(kept)} kept)"
+        parts.append(text)
+    return f"{label}: " + "; ".join(parts)
+
+
 class _BuildOperator:
     bl_options = {"REGISTER", "UNDO"}
-    build_options: dict = {}
+    products: tuple = ()
 
     @classmethod
     def poll(cls, context):
@@ -43,68 +65,61 @@ class _BuildOperator:
         scene = context.scene
         try:
             maps = storage.load_analysis(scene)
-            message = self.build(scene, maps, properties.selected_people(scene))
+            options = pipeline.BuildOptions(name=_photo_stem(scene), people=properties.selected_people(scene),
+                                            normal_space=getattr(self, "normal_space", "OBJECT"))
+            result = pipeline.build_products(maps, self.products, options)
         except (MapsError, GeometryError, ValueError) as exc:
             self.report({"ERROR"}, state.SESSION.set_error(exc))
             return {"CANCELLED"}
+        message = build_message(self.bl_label, result)
         state.SESSION.last_info = message
         self.report({"INFO"}, message)
+        for person in result.people:
+            for warning in person.report.get("warnings", []):
+                self.report({"WARNING"}, f"person {person.person_id}: {warning}")
         return {"FINISHED"}
-
-    def build(self, scene, maps, people) -> str:
-        result = api.build_from_maps(maps, name=_photo_stem(scene), people=people, **self.build_options)
-        return f"{self.bl_label}: " + result.summary().splitlines()[0]
 
 
 class SAPIENS_OT_build_mesh(_BuildOperator, bpy.types.Operator):
-    """Build the photo-matching camera and a displaced mesh for each person"""
+    """Build (or find) the photo-matching camera and each person's displaced mesh"""
 
     bl_idname = "sapiens.build_mesh"
     bl_label = "Build Mesh"
-    build_options = {"part_materials": False, "armature": False}
-
-
-class SAPIENS_OT_build_part_materials(_BuildOperator, bpy.types.Operator):
-    """Build the mesh with one material and one vertex group per body part"""
-
-    bl_idname = "sapiens.build_part_materials"
-    bl_label = "Build Part Materials"
-    build_options = {"part_materials": True, "armature": False}
-
-
-class SAPIENS_OT_build_armature(_BuildOperator, bpy.types.Operator):
-    """Build the mesh with an armature from the keypoints, skinned to it"""
-
-    bl_idname = "sapiens.build_armature"
-    bl_label = "Build Armature"
-    build_options = {"part_materials": False, "armature": True}
-
-
-class SAPIENS_OT_build_all(_BuildOperator, bpy.types.Operator):
-    """Build camera, meshes, normal textures, part materials and skinned armatures"""
-
-    bl_idname = "sapiens.build_all"
-    bl_label = "Build All"
-    build_options = {"part_materials": True, "armature": True}
+    products = ("mesh",)
 
 
 class SAPIENS_OT_build_normal_texture(_BuildOperator, bpy.types.Operator):
-    """Make each person's normal map a packed image (object space, Blender axes) for any mesh"""
+    """Add the person's normal map to the photo material of their mesh (building the mesh if needed)"""
 
     bl_idname = "sapiens.build_normal_texture"
     bl_label = "Build Normal Texture"
+    products = ("mesh", "normal_texture")
+    normal_space: EnumProperty(name="Space", items=NORMAL_SPACE_ITEMS, default="OBJECT")
 
-    def build(self, scene, maps, people) -> str:
-        people = maps.person_ids if people is None else people
-        if not people:
-            raise GeometryError("The analysis found no person: there is no normal map to build.")
-        names = []
-        for pid in people:
-            texture = geo_normals.encode_normal_texture(geo_normals.object_space_normal_map(maps, pid))
-            image = image_from_array(f"Sapiens {_photo_stem(scene)} person {pid} normals", texture,
-                                     non_color=True, float_buffer=True)
-            names.append(image.name)
-        return f"Normal textures: {', '.join(names)}"
+
+class SAPIENS_OT_build_part_materials(_BuildOperator, bpy.types.Operator):
+    """Give the person's mesh one material and one vertex group per body part"""
+
+    bl_idname = "sapiens.build_part_materials"
+    bl_label = "Build Part Materials"
+    products = ("mesh", "part_materials")
+
+
+class SAPIENS_OT_build_armature(_BuildOperator, bpy.types.Operator):
+    """Build an armature from the keypoints and skin the person's mesh to it (an existing one is kept)"""
+
+    bl_idname = "sapiens.build_armature"
+    bl_label = "Build Armature"
+    products = ("mesh", "armature")
+
+
+class SAPIENS_OT_build_all(_BuildOperator, bpy.types.Operator):
+    """Build camera, mesh, normal texture, part materials and skinned armature: whatever is missing"""
+
+    bl_idname = "sapiens.build_all"
+    bl_label = "Build All"
+    products = pipeline.PRODUCTS
+    normal_space: EnumProperty(name="Normal Space", items=NORMAL_SPACE_ITEMS, default="OBJECT")
 
 
 CLASSES = (SAPIENS_OT_build_mesh, SAPIENS_OT_build_normal_texture, SAPIENS_OT_build_part_materials,

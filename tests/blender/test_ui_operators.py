@@ -69,10 +69,6 @@ def call(op):
         return {"ERROR: " + str(exc)}
 
 
-def objects_of(kind):
-    return [o for o in bpy.data.objects if o.type == kind]
-
-
 def test_analyze_stores_maps_and_shows_them_as_images(addon):
     state = addon["state"]
     assert bpy.ops.sapiens.analyze() == {"FINISHED"}, state.SESSION.last_error
@@ -91,38 +87,40 @@ def test_analyze_stores_maps_and_shows_them_as_images(addon):
     assert "2 people found" in state.SESSION.last_info
 
 
-def test_each_build_operator_creates_its_objects(analysed):
-    cams, meshes = len(objects_of("CAMERA")), len(objects_of("MESH"))
-    assert bpy.ops.sapiens.build_mesh() == {"FINISHED"}
-    assert len(objects_of("CAMERA")) == cams + 1 and len(objects_of("MESH")) == meshes + 2
-    assert not objects_of("ARMATURE")
+def ours(role, person=None):
+    """The scene's objects built from its current analysis (found by tags, as the buttons do)."""
+    from sapiens_blender.blender import identity
+    from sapiens_blender.ui import storage
 
-    images = set(bpy.data.images.keys())
+    scene = bpy.context.scene
+    key = identity.analysis_key(storage.load_analysis(scene))
+    return [o for o in scene.objects if identity.is_tagged(o, key, role, person)]
+
+
+def test_each_build_operator_creates_its_objects(analysed):
+    """The buttons complete one set per person (reuse in detail: test_incremental_build.py)."""
+    assert bpy.ops.sapiens.build_mesh() == {"FINISHED"}
+    assert len(ours("camera")) == 1 and len(ours("mesh", 1)) == 1 and len(ours("mesh", 2)) == 1
+    assert not ours("armature")
+
     assert bpy.ops.sapiens.build_normal_texture() == {"FINISHED"}
-    new = sorted(set(bpy.data.images.keys()) - images)
-    assert len(new) == 2  # (Build Mesh already made one per person: these get .001 suffixes)
-    assert [n.rsplit(".", 1)[0] for n in new] == ["Sapiens two_people person 1 normals",
-                                                  "Sapiens two_people person 2 normals"]
-    assert bpy.data.images[new[0]].colorspace_settings.name == "Non-Color"
+    tree = ours("mesh", 1)[0].data.materials[0].node_tree
+    assert tree.nodes["Normal texture"].image.colorspace_settings.name == "Non-Color"
+    assert next(n for n in tree.nodes if n.type == "NORMAL_MAP").space == "OBJECT"
 
     bpy.context.scene.sapiens.person = "2"  # the person selector: only person 2
-    materials = set(bpy.data.materials.keys())
-    meshes = len(objects_of("MESH"))
     assert bpy.ops.sapiens.build_part_materials() == {"FINISHED"}
-    assert len(objects_of("MESH")) == meshes + 1
-    new_mesh = [o for o in objects_of("MESH") if "person 2" in o.name][-1]
-    assert len(new_mesh.data.materials) > 1 and len(new_mesh.vertex_groups) > 1
-    assert len(set(bpy.data.materials.keys()) - materials) > 1
+    person_2 = ours("mesh", 2)[0]
+    assert len(person_2.data.materials) > 1 and len(person_2.vertex_groups) > 1
+    assert len(ours("mesh", 1)[0].data.materials) == 1
 
     assert bpy.ops.sapiens.build_armature() == {"FINISHED"}
-    arms = objects_of("ARMATURE")
-    assert len(arms) == 1 and len(arms[0].data.bones) > 10
-    skinned = [o for o in objects_of("MESH") if o.parent == arms[0]]
-    assert len(skinned) == 1 and len(skinned[0].vertex_groups) > 1
+    (arm,) = ours("armature")
+    assert len(arm.data.bones) > 10 and person_2.parent == arm
 
     bpy.context.scene.sapiens.person = "ALL"
     assert bpy.ops.sapiens.build_all() == {"FINISHED"}
-    assert len(objects_of("ARMATURE")) == 3
+    assert len(ours("armature")) == 2 and len(ours("mesh")) == 2 and len(ours("camera")) == 1
 
 
 def test_free_memory_then_stop(analysed):
@@ -145,9 +143,8 @@ def test_analysis_survives_save_and_reopen(analysed, tmp_path):
     scene = bpy.context.scene
     assert scene.sapiens.analysis is not None and scene.sapiens.parts_image.size[0] == 96
     assert addon["state"].SESSION.server_state() == "stopped"  # no server needed to rebuild
-    meshes = len(objects_of("MESH"))
     assert bpy.ops.sapiens.build_mesh() == {"FINISHED"}
-    assert len(objects_of("MESH")) == meshes + 2
+    assert sorted(o["sapiens_person"] for o in ours("mesh")) == [1, 2]  # built, or kept from before
 
 
 def test_cancel_stops_a_running_analysis(addon):
