@@ -49,7 +49,10 @@ def build_message(label: str, result) -> str:
         if kept:
             text += f" ({', '.join(kept)} kept)"
         parts.append(text)
-    return f"{label}: " + "; ".join(parts)
+    message = f"{label}: " + "; ".join(parts)
+    if any("armature" in p.report.get("kept", []) for p in result.people):
+        message += ". An existing armature is never rebuilt: delete it and click again for a new one"
+    return message
 
 
 class _BuildOperator:

@@ -111,6 +111,8 @@ def test_clicking_any_button_twice_adds_nothing(scene):
         message = click(button)
         assert inventory() == before, button
         assert "nothing new" in message and " built" not in message, message
+        if button in ("build_armature", "build_all"):
+            assert "delete it and click again" in message, message
     assert_one_complete_set()
 
 
