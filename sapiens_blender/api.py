@@ -20,13 +20,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from .blender import export as _export
-from .blender.pipeline import BuildOptions, BuildResult, PersonResult, build_from_maps as _build
+from .blender.pipeline import PRODUCTS, BuildOptions, BuildResult, PersonResult, build_products
+from .blender.pipeline import build_from_maps as _build
 from .core.maps import Maps
 
-__all__ = ["BuildOptions", "BuildResult", "PersonResult", "build_from_maps", "build_from_photo", "export",
-           "new_scene", "DEFAULT_MODEL"]
+__all__ = ["BuildOptions", "BuildResult", "PersonResult", "PRODUCTS", "build_from_maps", "build_from_photo",
+           "build_products", "export", "new_scene", "DEFAULT_MODEL"]
 
-DEFAULT_MODEL = "sapiens2-0.4b"
+# "auto": Sapiens2 where its weights and an accelerator are available, else the offline CPU
+# backend; the server says which it chose and why (in the maps' `source`).
+DEFAULT_MODEL = "auto"
 
 
 def new_scene() -> None:

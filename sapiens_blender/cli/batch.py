@@ -42,7 +42,7 @@ def register(subparsers) -> None:
     p.add_argument("--format", default="glb", help=f"comma-separated formats: {', '.join(FORMATS)} (default glb)")
     p.add_argument("--jobs", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 2)),
                    help="builder processes (default: half the CPU cores, at most 4)")
-    p.add_argument("--model", default=None, help="model for photos (default: sapiens2-0.4b)")
+    p.add_argument("--model", default=None, help="model for photos (default: auto)")
     p.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
     p.add_argument("--token", help="the server's token (with --server)")
     p.add_argument("--force", action="store_true", help="rebuild inputs whose outputs already exist")

@@ -25,7 +25,7 @@ def register(subparsers) -> None:
     src.add_argument("--maps", metavar="MAPS.npz", help="build from a canonical maps file (no server)")
     src.add_argument("--lite-dir", metavar="DIR", help="build from Sapiens-lite demo outputs for PHOTO under DIR")
     src.add_argument("--joints", metavar="JOINTS.json", help="3D joints per person (docs/maps_format.md)")
-    src.add_argument("--model", default=None, help="model for the analysis (default: sapiens2-0.4b)")
+    src.add_argument("--model", default=None, help="model for the analysis (default: auto)")
     src.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
     src.add_argument("--token", help="the server's token (with --server)")
     src.add_argument("--save-maps", metavar="MAPS.npz", help="also keep the analysed maps")
