@@ -188,8 +188,12 @@ class Sapiens1Backend(Backend):
     def _load_file(self, path: Path, task: str):
         import torch
 
+        import warnings
+
         try:
-            model = torch.jit.load(str(path), map_location=self.placement.device)
+            with warnings.catch_warnings():  # TorchScript is deprecated upstream; these files need it
+                warnings.simplefilter("ignore", DeprecationWarning)
+                model = torch.jit.load(str(path), map_location=self.placement.device)
         except RuntimeError as exc:
             if devices.is_out_of_memory(exc):
                 self.unload()

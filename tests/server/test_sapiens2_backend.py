@@ -215,3 +215,19 @@ def test_fast_cpu_layout_keeps_the_outputs(tiny_hub, offline_hub):
     pixels = torch.randn(1, 3, 64, 48)
     with torch.inference_mode():
         assert torch.allclose(fast(pixel_values=pixels).normals, model(pixel_values=pixels).normals, atol=1e-4)
+
+
+def test_out_of_memory_becomes_advice(backend):
+    import torch
+
+    class ExhaustsMemory(torch.nn.Module):
+        def forward(self, pixel_values):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    backend.load()
+    failing = ExhaustsMemory()
+    failing.config = backend.models["seg"].config
+    backend.models["seg"] = failing
+    with pytest.raises(BackendError, match="out of memory") as err:
+        backend.analyze(photo(), AnalyzeOptions(tasks=("seg",)))
+    assert err.value.status == 503 and "smaller" in str(err.value) and "SAPIENS_DEVICE=cpu" in str(err.value)

@@ -164,8 +164,12 @@ def build_sapiens1_task(task: str, path: Path, person: bool = True, seed: int = 
             model.head.bias.zero_()
             model.head.bias[0] = -8.0 if person else 8.0
             model.head.bias[21] = 4.0  # v1 Torso
-    scripted = torch.jit.script(model)
-    scripted.save(str(path))
+    import warnings
+
+    with warnings.catch_warnings():  # the released v1 files are TorchScript, so ours must be too
+        warnings.simplefilter("ignore", DeprecationWarning)
+        scripted = torch.jit.script(model)
+        scripted.save(str(path))
     return scripted
 
 
