@@ -231,3 +231,24 @@ def test_out_of_memory_becomes_advice(backend):
     with pytest.raises(BackendError, match="out of memory") as err:
         backend.analyze(photo(), AnalyzeOptions(tasks=("seg",)))
     assert err.value.status == 503 and "smaller" in str(err.value) and "SAPIENS_DEVICE=cpu" in str(err.value)
+
+
+def test_config_naming_the_original_weights_file(tiny_hub, tmp_path, offline_hub):
+    """Repos may keep the original ``sapiens2_<size>_<task>.safetensors`` and point config.json's
+    ``transformers_weights`` at it (no model.safetensors): only that file is fetched and loaded."""
+    import json
+
+    from tiny_models import install_in_hub_cache
+
+    snap = next((tiny_hub / "models--facebook--sapiens2-seg-0.4b" / "snapshots").iterdir())
+    files = tmp_path / "files"
+    files.mkdir()
+    config = json.loads((snap / "config.json").read_text())
+    config["transformers_weights"] = "sapiens2_0.4b_seg.safetensors"
+    (files / "config.json").write_text(json.dumps(config))
+    shutil.copyfile(snap / "model.safetensors", files / "sapiens2_0.4b_seg.safetensors")
+    install_in_hub_cache(tmp_path / "cache", "facebook/sapiens2-seg-0.4b", files)
+    offline_hub(tmp_path / "cache")
+    b = sapiens2.Sapiens2Backend("0.4b", device="cpu", tasks=("seg",))
+    maps = as_maps(b.analyze(photo(), AnalyzeOptions(tasks=("seg",))))
+    assert maps.person_ids == [1] and b.input_hw("seg") == (64, 48)  # config size: no preprocessor file
