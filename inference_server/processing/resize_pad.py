@@ -153,7 +153,8 @@ def crop_people(photo, centres: np.ndarray, sizes: np.ndarray, model_hw, mean, s
     grid = torch.stack([2.0 * in_x / max(iw - 1, 1) - 1.0, 2.0 * in_y / max(ih - 1, 1) - 1.0], -1)
     out = torch.empty((n, 3, mh, mw), dtype=photo.dtype, device=dev)
     shrink = torch.minimum(scale_x, scale_y) < 1.0
-    for sel, mode in ((shrink, "bilinear"), (~shrink, "bicubic")):
+    enlarge_mode = "bilinear" if dev.type == "mps" else "bicubic"  # MPS lacks bicubic grid_sample
+    for sel, mode in ((shrink, "bilinear"), (~shrink, enlarge_mode)):
         if bool(sel.any()):
             k = int(sel.sum())
             out[sel] = F.grid_sample(photo.expand(k, -1, -1, -1), grid[sel], mode=mode,
