@@ -4,7 +4,6 @@ outputs -> .blend / .glb / .gltf / .fbx, headless (the ``bpy`` module)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path

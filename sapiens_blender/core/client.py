@@ -26,19 +26,14 @@ import numpy as np
 
 from . import v2_codec
 from .errors import (
-    AuthenticationError,
-    InvalidRequest,
-    ModelNotFound,
-    ModelNotReady,
     ProtocolError,
     RequestCancelled,
-    RequestTooLarge,
     SapiensServerError,
-    ServerBusy,
-    ServerError,
     ServerNotRunning,
     ServerUnreachable,
     Timeout,
+    error_message,
+    raise_for_status,
 )
 
 # A reused keep-alive socket the server already closed fails with one of these; retry once.
@@ -95,7 +90,7 @@ class V2Client:
         path = _model_path(name, version) + "/ready"
         status, _, body = self._request("GET", path, timeout=timeout, model=name, accept=(200, 400, 503))
         if status != 200:
-            if _message(body).lower().find("unknown model") >= 0:  # Triton answers 400 for these
+            if error_message(body).lower().find("unknown model") >= 0:  # Triton answers 400 for these
                 self._raise(404, {}, body, "GET", path, name)
             return False
         ready = _loads(body, allow_empty=True)
@@ -343,39 +338,8 @@ class V2Client:
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
 
     def _raise(self, status, headers, body, method, path, model):
-        message = _message(body) or http.client.responses.get(status, "unknown status")
-        where = f"the inference server at {self.base_url}"
-        low = message.lower()
-        kw = {"status": status, "detail": message}
-        if status in (401, 403):
-            hint = "wrong or missing token" if status == 401 else "request refused"
-            raise AuthenticationError(f"{where} refused the request ({hint}): {message}", **kw)
-        if model and (status == 404 or (status == 400 and "unknown model" in low)):
-            available = self.available_models()
-            names = ", ".join(available) if available else "none reported"
-            raise ModelNotFound(f"{where} has no model {model!r} (available: {names})",
-                                model=model, available=available, **kw)  # fmt: skip
-        if status == 409 and ("not loaded" in low or "not ready" in low or "loading" in low):
-            raise ModelNotReady(f"model {model!r} is not ready on {where}: {message}", **kw)
-        if status == 413:
-            raise RequestTooLarge(f"the request is too large for {where}: {message}", **kw)
-        if status == 499:
-            raise RequestCancelled(f"the request was cancelled: {message}", **kw)
-        if status == 503:
-            retry = headers.get("retry-after")
-            try:
-                retry_after = float(retry) if retry is not None else None
-            except ValueError:
-                retry_after = None
-            later = f"; retry in {retry_after:g} s" if retry_after is not None else ""
-            raise ServerBusy(f"{where} is busy{later}: {message}", retry_after=retry_after, **kw)
-        if status == 504:
-            raise Timeout(f"{where} timed out: {message}", **kw)
-        if model and status == 400 and ("not ready" in low or "unavailable" in low):
-            raise ModelNotReady(f"model {model!r} is not ready on {where}: {message}", **kw)
-        if status in (400, 404, 405, 409, 422):
-            raise InvalidRequest(f"{where} refused {method} {path}: {message}", **kw)
-        raise ServerError(f"{where} failed ({status}): {message}", **kw)
+        raise_for_status(status, headers, body, where=f"the inference server at {self.base_url}",
+                         request=f"{method} {path}", model=model, available_models=self.available_models)
 
 
 _JSON = {"Content-Type": "application/json"}
@@ -393,18 +357,3 @@ def _loads(body, allow_empty: bool = False):
         return json.loads(bytes(body))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"the server's answer is not valid JSON: {exc}") from None
-
-
-def _message(body) -> str:
-    """The server's error message: v2 ``{"error": ...}``, else the body's text, shortened."""
-    text = bytes(body[:4000]).decode("utf-8", "replace").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text[:500]
-    if isinstance(data, dict):
-        for key in ("error", "detail", "message"):
-            if data.get(key):
-                value = data[key]
-                return value if isinstance(value, str) else json.dumps(value)[:500]
-    return text[:500]

@@ -7,6 +7,9 @@ technical detail (HTTP status, the server's own message, its log tail) rides alo
 
 from __future__ import annotations
 
+import http.client
+import json
+
 
 class SapiensServerError(Exception):
     """Base of every error talking to, or starting, the inference server."""
@@ -76,3 +79,55 @@ class ProtocolError(SapiensServerError):
 
 class ServerStartError(SapiensServerError):
     """The local server could not be started; ``detail`` holds the tail of its log."""
+
+
+def raise_for_status(status: int, headers: dict, body, *, where: str, request: str,
+                     model: str | None = None, available_models=lambda: []) -> None:
+    """Raise the typed error for an HTTP error answer (v2 error body, Triton/KServe spellings)."""
+    message = error_message(body) or http.client.responses.get(status, "unknown status")
+    low = message.lower()
+    kw = {"status": status, "detail": message}
+    if status in (401, 403):
+        hint = "wrong or missing token" if status == 401 else "request refused"
+        raise AuthenticationError(f"{where} refused the request ({hint}): {message}", **kw)
+    if model and (status == 404 or (status == 400 and "unknown model" in low)):
+        available = available_models()
+        names = ", ".join(available) if available else "none reported"
+        raise ModelNotFound(f"{where} has no model {model!r} (available: {names})",
+                            model=model, available=available, **kw)  # fmt: skip
+    if status == 409 and ("not loaded" in low or "not ready" in low or "loading" in low):
+        raise ModelNotReady(f"model {model!r} is not ready on {where}: {message}", **kw)
+    if status == 413:
+        raise RequestTooLarge(f"the request is too large for {where}: {message}", **kw)
+    if status == 499:
+        raise RequestCancelled(f"the request was cancelled: {message}", **kw)
+    if status == 503:
+        retry = headers.get("retry-after")
+        try:
+            retry_after = float(retry) if retry is not None else None
+        except ValueError:
+            retry_after = None
+        later = f"; retry in {retry_after:g} s" if retry_after is not None else ""
+        raise ServerBusy(f"{where} is busy{later}: {message}", retry_after=retry_after, **kw)
+    if status == 504:
+        raise Timeout(f"{where} timed out: {message}", **kw)
+    if model and status == 400 and ("not ready" in low or "unavailable" in low):
+        raise ModelNotReady(f"model {model!r} is not ready on {where}: {message}", **kw)
+    if status in (400, 404, 405, 409, 422):
+        raise InvalidRequest(f"{where} refused {request}: {message}", **kw)
+    raise ServerError(f"{where} failed ({status}): {message}", **kw)
+
+
+def error_message(body) -> str:
+    """The server's error message: v2 ``{"error": ...}``, else the body's text, shortened."""
+    text = bytes(body[:4000]).decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:500]
+    if isinstance(data, dict):
+        for key in ("error", "detail", "message"):
+            if data.get(key):
+                value = data[key]
+                return value if isinstance(value, str) else json.dumps(value)[:500]
+    return text[:500]

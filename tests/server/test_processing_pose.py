@@ -7,7 +7,6 @@ with a stand-in for ``torchvision.transforms.v2.functional.gaussian_blur`` writt
 torchvision's documented algorithm (separable Gaussian, reflect padding), then compare numbers.
 """
 
-import importlib
 import sys
 import types
 
