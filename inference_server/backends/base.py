@@ -16,7 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 # Canonical output tensors: name -> (v2 datatype, shape with -1 for variable dims).
-# `pointmap` is optional (Sapiens2 only); every other key is always present.
+# `pointmap` is optional (Sapiens2 only); so are the diagnostics `normal_agreement_deg` (mean angle
+# in degrees between predicted and depth-derived normals after the axis self-calibration, NaN when
+# it did not run) and `notes` (human-readable remarks: "no person found", flipped axes, ...), sent
+# when the backend provides them. Every other key is always present.
 MAP_OUTPUTS: dict[str, tuple[str, list[int]]] = {
     "image": ("UINT8", [-1, -1, 3]),
     "mask": ("UINT8", [-1, -1]),
@@ -29,8 +32,10 @@ MAP_OUTPUTS: dict[str, tuple[str, list[int]]] = {
     "intrinsics": ("FP32", [3, 3]),
     "keypoints": ("FP32", [-1, 308, 3]),
     "source": ("BYTES", [1]),
+    "normal_agreement_deg": ("FP32", [1]),
+    "notes": ("BYTES", [-1]),
 }
-OPTIONAL_OUTPUTS = frozenset({"pointmap"})
+OPTIONAL_OUTPUTS = frozenset({"pointmap", "normal_agreement_deg", "notes"})
 
 
 class Cancelled(Exception):

@@ -250,7 +250,7 @@ def _outputs(runner, grid, people, parts, normal, depth, pointmap, k, keypoints,
         "intrinsics": np.asarray(k, np.float32),
         "keypoints": keypoints.astype(np.float32),
         "source": np.asarray([_source(runner.source, agreement, signs)], dtype=object),
-        # Diagnostics beyond the maps contract (EXTRA_OUTPUTS; the maps file keeps them as extras).
+        # Optional diagnostics (base.OPTIONAL_OUTPUTS); clients keep them in Maps.extras.
         "normal_agreement_deg": np.asarray([agreement], np.float32),
         "notes": np.asarray(["; ".join(notes)], dtype=object),
     }
@@ -258,9 +258,3 @@ def _outputs(runner, grid, people, parts, normal, depth, pointmap, k, keypoints,
         out["pointmap"] = pointmap.astype(np.float32)
     return out
 
-
-# Extra outputs of the Sapiens backends, name -> (v2 datatype, shape), documented in protocol.md.
-EXTRA_OUTPUTS = {
-    "normal_agreement_deg": ("FP32", [1]),
-    "notes": ("BYTES", [1]),
-}

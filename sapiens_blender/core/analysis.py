@@ -94,6 +94,11 @@ def maps_from_outputs(outputs: dict[str, np.ndarray]) -> Maps:
         arrays["source"] = np.asarray(_text(np.asarray(arrays["source"]).reshape(-1)[0]))
     if "metric" in arrays:
         arrays["metric"] = np.asarray(bool(np.asarray(arrays["metric"]).reshape(-1)[0]))
+    # Optional diagnostics land in Maps.extras: text as a unicode array (saves without pickles).
+    if "notes" in arrays:
+        arrays["notes"] = np.asarray([_text(v) for v in np.asarray(arrays["notes"]).reshape(-1)], np.str_)
+    if "normal_agreement_deg" in arrays:
+        arrays["normal_agreement_deg"] = np.asarray(arrays["normal_agreement_deg"], np.float32).reshape(-1)
     try:
         return Maps.from_arrays(arrays)
     except (MapsError, IndexError) as exc:

@@ -137,7 +137,7 @@ class Maps:
 
     # --- I/O -----------------------------------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """The contract keys as numpy arrays (strings as unicode arrays, no pickles)."""
+        """The contract keys (+ array extras) as numpy arrays (strings as unicode arrays, no pickles)."""
         out = {
             "image": self.image,
             "mask": self.mask,
@@ -152,6 +152,19 @@ class Maps:
         }
         if self.pointmap is not None:
             out["pointmap"] = self.pointmap
+        # Extras (diagnostics such as normal_agreement_deg, notes) round-trip through save/load
+        # when they are plain numeric/text arrays; objects that would need a pickle are dropped.
+        for key, value in self.extras.items():
+            if key in out:
+                continue
+            arr = np.asarray(value)
+            if arr.dtype.kind == "O":
+                try:
+                    arr = arr.astype(np.str_)
+                except (TypeError, ValueError):
+                    continue
+            if arr.dtype.kind in "biufcUS":
+                out[key] = arr
         return out
 
     @classmethod

@@ -43,6 +43,15 @@ def test_roundtrip(tmp_path):
     assert list(tmp_path.iterdir()) == [path]  # no temp file left behind
 
 
+def test_array_extras_survive_save_and_load(tmp_path):
+    maps = make_maps()
+    maps.extras = {"normal_agreement_deg": np.asarray([12.5], np.float32),
+                   "notes": np.asarray(["flipped axes y"], dtype=object)}
+    back = Maps.load(maps.save(tmp_path / "a.npz"))
+    assert back.extras["normal_agreement_deg"].tolist() == [12.5]
+    assert back.extras["notes"].tolist() == ["flipped axes y"]  # text without pickles
+
+
 def test_rejects_mismatched_shapes():
     maps = make_maps()
     maps.depth = np.zeros((3, 3), np.float32)

@@ -97,6 +97,22 @@ def test_both_families_full_analysis_through_the_server(sapiens_server):
     assert one.source.startswith("sapiens-0.3b") and np.isfinite(one.depth[one.mask > 0]).all()
 
 
+def test_normal_self_check_arrives_as_outputs(sapiens_server):
+    data, _ = PHOTOS["rgb"]()
+    # The tiny v1 depth model gives a curved surface: the self-check runs and reports an angle.
+    one = infer_maps(sapiens_server, "sapiens-0.3b", data, tasks="seg,depth,normal")
+    angle = one.extras["normal_agreement_deg"]
+    assert angle.dtype == np.float32 and angle.shape == (1,) and 0.0 <= float(angle[0]) <= 180.0
+    assert "normal self-calibration: flipped axes" in str(one.extras["notes"][0])
+    assert f"{float(angle[0]):.1f} deg" in one.source
+    # The tiny Sapiens2 pointmap is one point (no gradient): NaN and a note saying it was skipped.
+    two = infer_maps(sapiens_server, "sapiens2-0.4b", data, tasks="seg,depth,normal")
+    assert np.isnan(two.extras["normal_agreement_deg"]).all()
+    assert "self-calibration skipped" in str(two.extras["notes"][0])
+    without_depth = infer_maps(sapiens_server, "sapiens2-0.4b", data, tasks="seg,normal")
+    assert "self-calibration needs depth" in str(without_depth.extras["notes"][0])
+
+
 def test_missing_weights_reach_the_client_as_a_clear_error(sapiens_server):
     data, _ = PHOTOS["rgb"]()
     reply, _ = sapiens_server.infer("sapiens2-1b", [protocol.tensor("image", np.asarray([data], dtype=object),

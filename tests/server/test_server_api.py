@@ -14,7 +14,7 @@ import pytest
 from server_harness import TINY_MODEL, assert_same, png_bytes, sample
 
 from inference_server import protocol
-from inference_server.backends.base import MAP_OUTPUTS
+from inference_server.backends.base import MAP_OUTPUTS, OPTIONAL_OUTPUTS
 from inference_server.processing.goliath import PART_NAMES_SAPIENS2
 
 
@@ -72,7 +72,8 @@ def _photo(h=96, w=72) -> np.ndarray:
 
 
 def check_maps(out: dict, h: int, w: int) -> None:
-    assert set(out) == set(MAP_OUTPUTS) - {"pointmap"}
+    # every required output; optional ones (diagnostics) only when the backend provides them
+    assert set(MAP_OUTPUTS) - OPTIONAL_OUTPUTS <= set(out) <= set(MAP_OUTPUTS) - {"pointmap"}
     assert out["image"].array.shape == (h, w, 3) and out["image"].datatype == "UINT8"
     assert out["parts"].array.shape == (h, w) and out["parts"].array.max() < 29
     assert np.array_equal(out["mask"].array, (out["parts"].array > 0).astype(np.uint8))
