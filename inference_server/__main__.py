@@ -44,6 +44,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="largest JSON part of a request (big tensors must travel binary)")
     p.add_argument("--max-concurrency", type=int, default=1, help="inferences running at once")
     p.add_argument("--max-queue", type=int, default=8, help="inferences waiting; more get 503")
+    p.add_argument("--weights-dir", metavar="DIR",
+                   help="local folder of model weights, searched before the Hugging Face cache "
+                        "(<DIR>/<repo name>/...; same as SAPIENS_WEIGHTS_DIR)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"] + [f"cuda:{i}" for i in range(16)],
+                   help="where the Sapiens models run (same as SAPIENS_DEVICE; default auto)")
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16", "int8"],
+                   help="Sapiens model precision (same as SAPIENS_PRECISION; default auto)")
     p.add_argument("--no-autoload", action="store_true",
                    help="answer 409 for unloaded models instead of loading them on first infer")
     p.add_argument("--enable-echo", action="store_true", help="serve the 'echo' diagnostic model")
@@ -55,6 +62,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="HTTP/1.1 parser (auto: httptools when installed, it is faster)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p.parse_args(argv)
+
+
+def _apply_model_options(args) -> None:
+    """Model options become the environment the backends read when they load (lazily, later):
+    one source of truth whether they were given as flags or inherited as variables."""
+    if args.weights_dir:
+        folder = Path(args.weights_dir).expanduser()
+        if not folder.is_dir():
+            raise ValueError(f"--weights-dir {folder} is not a folder")
+        os.environ["SAPIENS_WEIGHTS_DIR"] = str(folder.resolve())
+    if args.device:
+        os.environ["SAPIENS_DEVICE"] = args.device
+    if args.precision:
+        os.environ["SAPIENS_PRECISION"] = args.precision
 
 
 def _setup_logging(args) -> Path:
@@ -164,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("sapiens_blender inference server %s, log file %s", __version__, log_path)
     try:
         token = _read_token(args)
+        _apply_model_options(args)
         if not _is_loopback(args.host) and not args.allow_remote:
             raise ValueError(f"--host {args.host} is not a loopback address; serving the network "
                              f"needs --allow-remote (and the token)")
