@@ -120,6 +120,30 @@ class Backend(ABC):
     ) -> dict[str, np.ndarray]:
         """Canonical maps for one uint8 RGB [H,W,3] photo, keys as in MAP_OUTPUTS."""
 
+    def analyze_batch(
+        self,
+        images: list[np.ndarray],
+        options_list: list[AnalyzeOptions],
+        progress_list: list[ProgressFn] | None = None,
+        cancel_list: list[CancelToken | None] | None = None,
+    ) -> list:
+        """Maps for several photos, in order; each entry is the maps dict, or the exception that
+        ended that photo (e.g. :class:`Cancelled`) without ending the others. The server's
+        dynamic batching calls this; backends that can stack photos into one forward pass per
+        task override it. This default runs them one by one."""
+        n = len(images)
+        progress_list = progress_list or [no_progress] * n
+        cancel_list = cancel_list or [None] * n
+        results: list = []
+        for image, options, progress, cancel in zip(images, options_list, progress_list, cancel_list):
+            try:
+                if cancel is not None:
+                    cancel.check()
+                results.append(self.analyze(image, options, progress, cancel))
+            except Exception as exc:  # one photo's failure is that photo's answer, not the batch's
+                results.append(exc)
+        return results
+
     def describe(self) -> dict:
         """Extra, human-readable facts for model metadata (device, precision, weights)."""
         return {}

@@ -23,6 +23,7 @@ from ..processing.goliath import PART_NAMES_SAPIENS2
 from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
 from . import devices, weights
 from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress, register
+from .sapiens_batch import run_pipeline_batch
 from .sapiens_pipeline import StageTimes, run_pipeline
 
 log = logging.getLogger(__name__)
@@ -92,32 +93,45 @@ class Sapiens2Runner:
                     status=503) from exc
             raise
 
-    def _dense(self, task, photo, hw, keep_aspect: bool, field: str):
+    def _dense_batch(self, task, photos, hws, keep_aspect: bool, field: str) -> list:
+        """One forward for several photos (each laid out on the model's input as its own plan),
+        then each output back onto its own photo grid."""
+        import torch
+
         from ..processing.resize_pad import plan_input, to_model_input, to_photo_grid
 
-        plan = plan_input(photo.shape[-2:], self.b.input_hw(task), keep_aspect)
-        out = self._forward(task, to_model_input(photo, plan, self.mean, self.std))
+        plans = [plan_input(p.shape[-2:], self.b.input_hw(task), keep_aspect) for p in photos]
+        x = torch.cat([to_model_input(p, plan, self.mean, self.std) for p, plan in zip(photos, plans)])
+        out = self._forward(task, x)
         maps = getattr(out, field).float()
         if field == "pointmaps" and out.scales is not None:
             # Metric points = prediction / predicted scale (canonical-focal ratio), sapiens.md 2.8.
             maps = maps / out.scales.float()[:, :, None, None]
-        return to_photo_grid(maps, plan, hw)
+        return [to_photo_grid(maps[i:i + 1], plan, hw) for i, (plan, hw) in enumerate(zip(plans, hws))]
 
-    def segment(self, photo, hw):
+    def segment_batch(self, photos, hws):
         # Argmax after upsampling the logits to the photo grid (not before): smooth part borders.
-        logits = self._dense("seg", photo, hw, keep_aspect=False, field="logits")
-        return logits.argmax(1)[0].cpu().numpy().astype(np.uint8)
+        return [lg.argmax(1)[0].cpu().numpy().astype(np.uint8)
+                for lg in self._dense_batch("seg", photos, hws, keep_aspect=False, field="logits")]
 
-    def depth(self, photo, hw):
-        pts = self._dense("depth", photo, hw, keep_aspect=True, field="pointmaps")
-        return pts[0].permute(1, 2, 0).cpu().numpy()
+    def depth_batch(self, photos, hws):
+        return [p[0].permute(1, 2, 0).cpu().numpy()
+                for p in self._dense_batch("depth", photos, hws, keep_aspect=True, field="pointmaps")]
 
-    def normals(self, photo, hw):
+    def normals_batch(self, photos, hws):
         import torch.nn.functional as F
 
-        n = self._dense("normal", photo, hw, keep_aspect=True, field="normals")
-        n = F.normalize(n, dim=1, eps=1e-8)
-        return n[0].permute(1, 2, 0).cpu().numpy()
+        return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0).cpu().numpy()
+                for n in self._dense_batch("normal", photos, hws, keep_aspect=True, field="normals")]
+
+    def segment(self, photo, hw):
+        return self.segment_batch([photo], [hw])[0]
+
+    def depth(self, photo, hw):
+        return self.depth_batch([photo], [hw])[0]
+
+    def normals(self, photo, hw):
+        return self.normals_batch([photo], [hw])[0]
 
     def pose(self, crops):
         return self._forward("pose", crops).heatmaps.float().cpu().numpy()
@@ -229,16 +243,30 @@ class Sapiens2Backend(Backend):
         return tuple(max(2 * patch, int(round(v * self.input_scale / patch)) * patch) for v in hw)
 
     # --- inference -------------------------------------------------------------------------------
+    def _check_tasks(self, options: AnalyzeOptions) -> None:
+        missing = [t for t in options.tasks if t in TASKS and t not in self.models]
+        if missing or "seg" not in self.models:
+            raise BackendError(f"{self.name} was built without task(s) {missing or ['seg']}", status=400)
+
     def analyze(self, image: np.ndarray, options: AnalyzeOptions, progress: ProgressFn = no_progress,
                 cancel: CancelToken | None = None) -> dict:
         self.load(progress, cancel)
         with self._lock:
-            missing = [t for t in options.tasks if t in TASKS and t not in self.models]
-            if missing or "seg" not in self.models:
-                raise BackendError(f"{self.name} was built without task(s) {missing or ['seg']}", status=400)
+            self._check_tasks(options)
             self.last_times = StageTimes()
             return run_pipeline(self._runner, image, options, progress, cancel, device=self.placement.device,
                                 times=self.last_times, normal_signs_hint=self._runner.last_normal_signs)
+
+    def analyze_batch(self, images, options_list, progress_list=None, cancel_list=None) -> list:
+        """Several photos, one forward per task for all of them (see sapiens_batch.py)."""
+        self.load((progress_list or [no_progress])[0])
+        with self._lock:
+            for options in options_list:
+                self._check_tasks(options)
+            self.last_times = StageTimes()
+            return run_pipeline_batch(self._runner, images, options_list, progress_list, cancel_list,
+                                      device=self.placement.device, times=self.last_times,
+                                      normal_signs_hint=self._runner.last_normal_signs)
 
     def describe(self) -> dict:
         return {

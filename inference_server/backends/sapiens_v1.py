@@ -25,6 +25,7 @@ from ..processing.goliath import PART_NAMES_SAPIENS1
 from ..processing.resize_pad import SAPIENS1_MEAN, SAPIENS1_STD
 from . import devices, weights
 from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress, register
+from .sapiens_batch import run_pipeline_batch
 from .sapiens_pipeline import StageTimes, run_pipeline
 
 log = logging.getLogger(__name__)
@@ -109,26 +110,43 @@ class Sapiens1Runner:
                                    "size (sapiens-0.3b) or the CPU (SAPIENS_DEVICE=cpu)", status=503) from exc
             raise
 
-    def _dense(self, task, photo, hw):
+    def _dense_batch(self, task, photos, hws) -> list:
+        """One forward for several photos (plain resize to the model input), each back to its grid."""
+        import torch
+
         from ..processing.resize_pad import plan_input, to_model_input, to_photo_grid
 
-        plan = plan_input(photo.shape[-2:], INPUT_HW, keep_aspect=False)
-        return to_photo_grid(self._forward(task, to_model_input(photo, plan, self.mean, self.std)), plan, hw)
+        plans = [plan_input(p.shape[-2:], INPUT_HW, keep_aspect=False) for p in photos]
+        out = self._forward(task, torch.cat([to_model_input(p, plan, self.mean, self.std)
+                                             for p, plan in zip(photos, plans)]))
+        return [to_photo_grid(out[i:i + 1], plan, hw) for i, (plan, hw) in enumerate(zip(plans, hws))]
 
-    def segment(self, photo, hw):
-        logits = self._dense("seg", photo, hw)
-        if logits.shape[1] == 1:  # single-channel foreground model: sigmoid > 0.3 as the lite demo
-            return (logits[0, 0].sigmoid() > 0.3).cpu().numpy().astype(np.uint8)
-        return logits.argmax(1)[0].cpu().numpy().astype(np.uint8)
+    def segment_batch(self, photos, hws):
+        out = []
+        for logits in self._dense_batch("seg", photos, hws):
+            if logits.shape[1] == 1:  # single-channel foreground model: sigmoid > 0.3 as the lite demo
+                out.append((logits[0, 0].sigmoid() > 0.3).cpu().numpy().astype(np.uint8))
+            else:
+                out.append(logits.argmax(1)[0].cpu().numpy().astype(np.uint8))
+        return out
 
-    def depth(self, photo, hw):
-        return self._dense("depth", photo, hw)[0, 0].cpu().numpy()
+    def depth_batch(self, photos, hws):
+        return [d[0, 0].cpu().numpy() for d in self._dense_batch("depth", photos, hws)]
 
-    def normals(self, photo, hw):
+    def normals_batch(self, photos, hws):
         import torch.nn.functional as F
 
-        n = F.normalize(self._dense("normal", photo, hw), dim=1, eps=1e-8)
-        return n[0].permute(1, 2, 0).cpu().numpy()
+        return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0).cpu().numpy()
+                for n in self._dense_batch("normal", photos, hws)]
+
+    def segment(self, photo, hw):
+        return self.segment_batch([photo], [hw])[0]
+
+    def depth(self, photo, hw):
+        return self.depth_batch([photo], [hw])[0]
+
+    def normals(self, photo, hw):
+        return self.normals_batch([photo], [hw])[0]
 
     def pose(self, crops):
         return self._forward("pose", crops).cpu().numpy()
@@ -218,6 +236,15 @@ class Sapiens1Backend(Backend):
             self.last_times = StageTimes()
             return run_pipeline(self._runner, image, options, progress, cancel, device=self.placement.device,
                                 times=self.last_times, normal_signs_hint=self._runner.last_normal_signs)
+
+    def analyze_batch(self, images, options_list, progress_list=None, cancel_list=None) -> list:
+        """Several photos, one forward per task for all of them (see sapiens_batch.py)."""
+        self.load((progress_list or [no_progress])[0])
+        with self._lock:
+            self.last_times = StageTimes()
+            return run_pipeline_batch(self._runner, images, options_list, progress_list, cancel_list,
+                                      device=self.placement.device, times=self.last_times,
+                                      normal_signs_hint=self._runner.last_normal_signs)
 
     def describe(self) -> dict:
         return {

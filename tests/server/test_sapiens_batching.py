@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Dynamic batching in-process: the Sapiens2 backend's analyze_batch stacks several photos into ONE
+forward pass per task (counted with forward hooks on the real transformers models) and gives the
+same maps as analysing the photos one by one; a photo cancelled mid-batch leaves it alone."""
+
+import numpy as np
+import pytest
+from tiny_models import offline_hub, photo, tiny_hub  # noqa: F401
+
+from inference_server.backends.base import AnalyzeOptions, Cancelled, CancelToken
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+from inference_server.backends import sapiens2  # noqa: E402
+
+SIZES = [(120, 90), (100, 100), (80, 120)]  # different aspects: each photo has its own pad plan
+
+
+@pytest.fixture
+def backend(tiny_hub, offline_hub):
+    offline_hub(tiny_hub)
+    b = sapiens2.Sapiens2Backend("0.4b", device="cpu", precision="fp32")
+    b.load()
+    yield b
+    b.unload()
+
+
+def count_forwards(backend) -> dict:
+    """task -> batch sizes of every forward call, recorded by hooks on the real models."""
+    calls: dict = {}
+    for task, model in backend.models.items():
+        def hook(module, args, kwargs, task=task):
+            x = kwargs.get("pixel_values", args[0] if args else None)
+            calls.setdefault(task, []).append(int(x.shape[0]))
+        model.register_forward_pre_hook(hook, with_kwargs=True)
+    return calls
+
+
+def assert_same_maps(a: dict, b: dict) -> None:
+    assert set(a) == set(b)
+    for key in a:
+        x, y = np.asarray(a[key]), np.asarray(b[key])
+        assert x.shape == y.shape, key
+        if x.dtype.kind == "f":
+            np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4, equal_nan=True, err_msg=key)
+        else:
+            assert x.tolist() == y.tolist(), key
+
+
+def test_batch_equals_one_by_one_with_one_forward_per_task(backend):
+    photos = [photo(h, w, seed=i) for i, (h, w) in enumerate(SIZES)]
+    options = [AnalyzeOptions(max_side=128) for _ in photos]
+    calls = count_forwards(backend)
+    single = [backend.analyze(p, o) for p, o in zip(photos, options)]
+    assert calls == {"seg": [1, 1, 1], "depth": [1, 1, 1], "normal": [1, 1, 1], "pose": [1, 1, 1]}
+    calls.clear()
+    events = [[] for _ in photos]
+    batched = backend.analyze_batch(photos, options, [lambda *e, ev=ev: ev.append(e) for ev in events])
+    assert calls == {"seg": [3], "depth": [3], "normal": [3], "pose": [3]}
+    for one, many in zip(single, batched):
+        assert_same_maps(one, many)
+    for ev in events:  # each request got its own progress, ending done
+        assert [e[0] for e in ev] == ["seg", "depth", "normal", "pose", "done"] and ev[-1][1] == 1.0
+
+
+def test_cancelled_photo_leaves_the_batch_and_the_others_finish(backend):
+    photos = [photo(h, w, seed=i) for i, (h, w) in enumerate(SIZES)]
+    tokens = [CancelToken() for _ in photos]
+
+    def cancel_second_at_depth(stage, fraction, message):
+        if stage == "depth":
+            tokens[1].cancel()  # while the batch runs: it must drop out at the next task
+
+    progress = [lambda *e: None, cancel_second_at_depth, lambda *e: None]
+    calls = count_forwards(backend)
+    out = backend.analyze_batch(photos, [AnalyzeOptions(max_side=128)] * 3, progress, tokens)
+    assert isinstance(out[1], Cancelled)
+    assert calls["depth"] == [3] and calls["normal"] == [2] and calls["pose"] == [2]
+    for i in (0, 2):
+        assert out[i]["keypoints"].shape == (1, 308, 3) and np.isfinite(out[i]["normal"][out[i]["mask"] > 0]).all()
