@@ -44,6 +44,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="largest JSON part of a request (big tensors must travel binary)")
     p.add_argument("--max-concurrency", type=int, default=1, help="inferences running at once")
     p.add_argument("--max-queue", type=int, default=8, help="inferences waiting; more get 503")
+    p.add_argument("--max-batch", type=int, default=4,
+                   help="dynamic batching: queued requests for the same Sapiens model with the same "
+                        "tasks run as one batch of up to N photos (1 = off; default 4)")
+    p.add_argument("--batch-window-ms", type=float, default=5.0,
+                   help="how long a worker waits for more requests to batch (default 5 ms)")
     p.add_argument("--weights-dir", metavar="DIR",
                    help="local folder of model weights, searched before the Hugging Face cache "
                         "(<DIR>/<repo name>/...; same as SAPIENS_WEIGHTS_DIR)")
@@ -186,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         token = _read_token(args)
         _apply_model_options(args)
+        if args.max_batch < 1 or not 0 <= args.batch_window_ms <= 1000:
+            raise ValueError("--max-batch must be >= 1 and --batch-window-ms in 0..1000")
         if not _is_loopback(args.host) and not args.allow_remote:
             raise ValueError(f"--host {args.host} is not a loopback address; serving the network "
                              f"needs --allow-remote (and the token)")
@@ -211,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         token=token, port=port, max_body_bytes=args.max_body_bytes,
         max_image_pixels=args.max_image_pixels, max_json_bytes=args.max_json_bytes,
         max_concurrency=args.max_concurrency,
-        max_queue=args.max_queue, autoload=not args.no_autoload, enable_echo=args.enable_echo,
+        max_queue=args.max_queue, max_batch=args.max_batch,
+        batch_window_ms=args.batch_window_ms, autoload=not args.no_autoload, enable_echo=args.enable_echo,
         any_host=args.allow_remote and not args.allowed_host and not _is_loopback(args.host),
         extra_hosts=[args.host, *args.allowed_host] if args.allow_remote else [])
     asgi, jobs = create_app(config)

@@ -38,6 +38,8 @@ class ServerConfig:
     max_json_bytes: int = 64 * 1024 * 1024
     max_concurrency: int = 1
     max_queue: int = 8
+    max_batch: int = 4  # dynamic batching: requests of one model run together (1 = off)
+    batch_window_ms: float = 5.0  # how long a worker waits for batch mates
     autoload: bool = True
     enable_echo: bool = False
     any_host: bool = False  # --allow-remote without --allowed-host
@@ -121,7 +123,8 @@ INFER_BODY = {"requestBody": {"required": True, "content": {
 
 def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
     """The ASGI app (guards around FastAPI) and its job manager."""
-    jobs = JobManager(config.max_concurrency, config.max_queue)
+    jobs = JobManager(config.max_concurrency, config.max_queue, max_batch=config.max_batch,
+                      batch_window_s=config.batch_window_ms / 1000.0)
     slots: dict[str, ModelSlot] = {}
     app = FastAPI(title="sapiens_blender inference server (Open Inference Protocol v2)",
                   version=__version__, docs_url=None, redoc_url=None)
@@ -157,7 +160,8 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
 
     @app.get("/v2")
     async def server_metadata():
-        return {"name": "sapiens_blender", "version": __version__, "extensions": EXTENSIONS}
+        return {"name": "sapiens_blender", "version": __version__, "extensions": EXTENSIONS,
+                "batching": jobs.batch_stats()}
 
     @app.get("/v2/models/{name}")
     @app.get("/v2/models/{name}/versions/{version}")

@@ -14,7 +14,7 @@ import numpy as np
 
 from .backends import base
 from .backends.base import BackendError
-from .jobs import Job
+from .jobs import BatchItem, Job
 from .models import DENSE_OUTPUTS, ECHO, ModelSlot, parse_options
 from .processing.image_io import check_pixels_array, decode_image
 from .protocol import InferRequest, ProtocolError, Tensor, encode_chunks, tensor
@@ -97,12 +97,14 @@ def _check_photo_input(req: InferRequest) -> Tensor:
 
 
 def prepare_maps(req: InferRequest, slot: ModelSlot, *, max_pixels: int,
-                 autoload: bool) -> Callable[[Job], Encoded]:
+                 autoload: bool) -> Callable[[Job], Encoded] | BatchItem:
+    """The work of one maps request: a BatchItem when the model batches (requests with the same
+    tasks and flip test then share forward passes), else a plain callable."""
     photo = _check_photo_input(req)
     options = parse_options(req.parameters)
     names = _select(req, list(base.MAP_OUTPUTS))
 
-    def work(job: Job) -> Encoded:
+    def decode(job: Job) -> tuple[np.ndarray, base.AnalyzeOptions]:
         job.report("decode")
         if photo.name == "image":
             image = decode_image(bytes(photo.array.reshape(-1)[0]), max_pixels)
@@ -110,13 +112,26 @@ def prepare_maps(req: InferRequest, slot: ModelSlot, *, max_pixels: int,
             # A writable copy: binary tensors are read-only views of the request body.
             image = np.array(check_pixels_array(photo.array, max_pixels))
         job.token.check()
-        maps = slot.analyze(image, options, job.report, job.token, autoload)
+        return image, options
+
+    def encode(job: Job, maps: dict) -> Encoded:
         job.token.check()
         job.report("encode")
         produced = maps_to_tensors(maps, slot.name)
         outputs = [produced[n] for n in names if n in produced]
         flags = _binary_flags(req, outputs, lambda t: False, DENSE_OUTPUTS)
         return encode_chunks(_header(req, job, slot.name, slot.version), "outputs", outputs, flags)
+
+    if slot.batching:
+        def run_batch(jobs: list[Job], inputs: list) -> list:
+            return slot.analyze_batch([i for i, _ in inputs], [o for _, o in inputs],
+                                      [j.report for j in jobs], [j.token for j in jobs], autoload)
+
+        return BatchItem(("maps", slot.name, options.tasks, options.flip_test), decode, run_batch, encode)
+
+    def work(job: Job) -> Encoded:
+        image, _ = decode(job)
+        return encode(job, slot.analyze(image, options, job.report, job.token, autoload))
 
     return work
 

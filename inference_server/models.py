@@ -99,22 +99,46 @@ class ModelSlot:
 
     def analyze(self, image: np.ndarray, options: AnalyzeOptions, progress: ProgressFn,
                 cancel: CancelToken, autoload: bool) -> dict:
+        self._acquire(progress, cancel, autoload)
+        try:
+            return self.backend.analyze(image, options, progress, cancel)
+        finally:
+            self._release()
+
+    def analyze_batch(self, images: list, options_list: list, progress_list: list, cancel_list: list,
+                      autoload: bool) -> list:
+        """Backend.analyze_batch under the same load/unload guard as analyze."""
+        self._acquire(progress_list[0], cancel_list[0], autoload)
+        try:
+            return self.backend.analyze_batch(images, options_list, progress_list, cancel_list)
+        finally:
+            self._release()
+
+    @property
+    def batching(self) -> bool:
+        """True when the backend runs several photos in one forward pass (worth batching)."""
+        try:
+            return bool(getattr(self.backend, "batching", False))
+        except Exception:  # a backend that cannot be created says so when it is used
+            return False
+
+    def _acquire(self, progress: ProgressFn, cancel: CancelToken, autoload: bool) -> None:
+        """Count an inference on the loaded backend (loading it first when allowed)."""
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: not self._unloading)
                 if self.loaded:
                     self._running += 1
-                    break
+                    return
             if not autoload:
                 raise NotLoaded(f"model {self.name!r} is not loaded; load it with "
                                 f"POST /v2/repository/models/{self.name}/load")
             self.load(progress, cancel)
-        try:
-            return self.backend.analyze(image, options, progress, cancel)
-        finally:
-            with self._cond:
-                self._running -= 1
-                self._cond.notify_all()
+
+    def _release(self) -> None:
+        with self._cond:
+            self._running -= 1
+            self._cond.notify_all()
 
     def state(self) -> tuple[str, str]:
         if self.loading:

@@ -97,6 +97,9 @@ class Backend(ABC):
     platform: str = "sapiens_blender"
     #: v2 version string
     version: str = "1"
+    #: True when analyze_batch runs several photos in one forward pass: the server then batches
+    #: queued requests for this model (with a plain loop it would only serialise them)
+    batching: bool = False
 
     @abstractmethod
     def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:

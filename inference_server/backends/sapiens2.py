@@ -139,6 +139,7 @@ class Sapiens2Runner:
 
 class Sapiens2Backend(Backend):
     platform = "pytorch_transformers"
+    batching = True  # analyze_batch stacks photos into one forward pass per task
 
     def __init__(self, size: str, device: str | None = None, precision: str | None = None,
                  weights_dir: str | Path | None = None, tasks: tuple[str, ...] = tuple(TASKS),

@@ -154,6 +154,7 @@ class Sapiens1Runner:
 
 class Sapiens1Backend(Backend):
     platform = "pytorch_torchscript"
+    batching = True  # analyze_batch stacks photos into one forward pass per task
 
     def __init__(self, size: str, device: str | None = None, precision: str | None = None,
                  weights_dir: str | Path | None = None, tasks: tuple[str, ...] = TASKS):

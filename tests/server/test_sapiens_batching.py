@@ -42,7 +42,9 @@ def assert_same_maps(a: dict, b: dict) -> None:
         x, y = np.asarray(a[key]), np.asarray(b[key])
         assert x.shape == y.shape, key
         if x.dtype.kind == "f":
-            np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4, equal_nan=True, err_msg=key)
+            # keypoints in px: sub-pixel refinement amplifies the float noise of a batched matmul
+            atol = 1e-2 if key == "keypoints" else 1e-4
+            np.testing.assert_allclose(x, y, rtol=1e-4, atol=atol, equal_nan=True, err_msg=key)
         else:
             assert x.tolist() == y.tolist(), key
 
