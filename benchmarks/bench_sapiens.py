@@ -19,6 +19,10 @@ On CUDA it also prints the fraction of the bf16 dense peak achieved by the backb
 
 ``--input`` sets the model input (default 1024x768, the released size); on a small CPU use
 512x384 (4x fewer tokens) to keep the run short, and say so when quoting the numbers.
+
+``--batch N`` instead compares, with the "ours" placement, N photos analysed one at a time with
+N photos in ONE ``analyze_batch`` call (one forward per task with batch N, as the server's
+dynamic batching runs queued requests), interleaved ``--images`` times; prints images/s of both.
 """
 
 from __future__ import annotations
@@ -150,7 +154,10 @@ def main(argv=None) -> int:
     ap.add_argument("--images", type=int, default=1, help="timed images per mode (after one warm-up)")
     ap.add_argument("--modes", default="baseline,ours,preview", help="comma list of baseline,ours,int8,preview")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--batch", type=int, default=1, help="N > 1: batched vs one-at-a-time throughput")
     args = ap.parse_args(argv)
+    if args.batch > 1:
+        args.modes = "ours"
     input_hw = tuple(int(v) for v in args.input.lower().split("x"))
     modes = args.modes.split(",")
 
@@ -196,6 +203,8 @@ def main(argv=None) -> int:
         base_models = {k: m.eval().to(auto.device) for k, m in models.items()}  # as published: no tuning
         backends = {"baseline": backend_with(base_models, devices.Placement(auto.device, "fp32"), "eager"),
                     **backends}
+    if args.batch > 1:
+        return batch_compare(backends["ours"], image, options, args, input_hw)
     for name, b in backends.items():  # warm-up: allocations, first-call costs
         print(f"warming up {name} ...", file=sys.stderr)
         b.analyze(image, options)
@@ -240,6 +249,46 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"size": args.size, "input": input_hw, "device": device,
                                                "results": results}, indent=2))
+    return 0
+
+
+def batch_compare(backend, image, options, args, input_hw) -> int:
+    """Throughput of N photos one at a time vs as one batch (same backend, interleaved)."""
+    import torch
+
+    n = args.batch
+    rng = np.random.default_rng(1)  # N different photos (noise changes only the pixels)
+    images = [np.clip(image.astype(np.int16) + rng.integers(-8, 9, image.shape), 0, 255).astype(np.uint8)
+              for _ in range(n)]
+    print("warming up (single and batched) ...", file=sys.stderr)
+    backend.analyze(images[0], options)
+    backend.analyze_batch(images, [options] * n)
+    seconds = {"one at a time": [], f"batch of {n}": []}
+    for rep in range(max(1, args.images)):
+        print(f"round {rep + 1}: {n} photos one at a time, then as one batch ...", file=sys.stderr)
+        t0 = time.perf_counter()
+        for img in images:
+            backend.analyze(img, options)
+        seconds["one at a time"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        out = backend.analyze_batch(images, [options] * n)
+        seconds[f"batch of {n}"].append(time.perf_counter() - t0)
+        assert all(isinstance(o, dict) for o in out), out
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "cpu"
+    print(f"\nSapiens2 {args.size}, model input {input_hw[0]}x{input_hw[1]}, 4 tasks, {n} photos 1024x768, "
+          f"{max(1, args.images)} round(s), {backend.placement.describe()}, device: {device}, "
+          f"threads {torch.get_num_threads()}")
+    print("| mode | s for the photos (median) | images/s | vs one at a time |")
+    print("|---|---|---|---|")
+    single = float(np.median(seconds["one at a time"]))
+    results = []
+    for mode, runs in seconds.items():
+        med = float(np.median(runs))
+        results.append({"mode": mode, "seconds": med, "images_per_s": n / med, "speedup": single / med})
+        print(f"| {mode} | {med:.2f} | {n / med:.3f} | {single / med:.2f}x |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"size": args.size, "input": input_hw, "device": device,
+                                               "batch": n, "results": results}, indent=2))
     return 0
 
 
