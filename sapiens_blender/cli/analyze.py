@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 DEFAULT_MODEL = "auto"
@@ -41,6 +42,9 @@ def register(subparsers) -> None:
     p.add_argument("--python", metavar="EXE", help="Python interpreter for a started server (default: this one)")
     p.add_argument("--no-previews", action="store_true", help="write only the .npz files")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--parallel", type=int, default=4, metavar="N",
+                   help="photos in flight at once (default 4): the server batches queued photos of "
+                        "the same model into one forward pass per task; 1 sends them one by one")
     p.set_defaults(func=run)
 
 
@@ -58,6 +62,14 @@ class ProgressBar:
     def photo(self, index: int, name: str) -> None:
         self.index, self.name = index, name
         self.update("start", 0.0, "")
+
+    def for_photo(self, index: int, name: str):
+        """A progress callback for one of several photos in flight: the bar shows the latest."""
+        def update(stage: str, fraction: float | None, message: str) -> None:
+            with self._lock:
+                self.index, self.name = index, name
+            self.update(stage, fraction, message)
+        return update
 
     def update(self, stage: str, fraction: float | None, message: str) -> None:
         if not self.enabled:
@@ -115,6 +127,9 @@ def run(args) -> int:
     from ..core.errors import SapiensServerError
     from ..core.maps import MapsError
 
+    if args.parallel < 1:
+        print("error: --parallel must be at least 1", file=sys.stderr)
+        return 2
     try:
         tasks = parse_tasks(args.tasks)
     except ValueError as exc:
@@ -153,27 +168,35 @@ def run(args) -> int:
             bar.update("server", None, "starting the inference server")
             server = ServerProcess(python=args.python, env=_server_env(args))
             client = server.ensure_running()
-        failures = 0
-        for i, photo in enumerate(photos, start=1):
-            bar.photo(i, photo.name)
+        def analyze_one(i: int, photo: Path):
             start = time.perf_counter()
             try:
                 maps = analyze_photo(client, photo, args.model, tasks=tasks, max_side=args.max_side,
-                                     flip_test=args.flip_test or None, progress=bar.update)
+                                     flip_test=args.flip_test or None, progress=bar.for_photo(i, photo.name))
                 written = write_outputs(maps, out_dir, photo.stem, previews=not args.no_previews)
             except (SapiensServerError, MapsError, OSError, ValueError) as exc:
-                failures += 1
-                bar.finish_line(f"[{i}/{len(photos)}] {photo.name}: FAILED")
-                print(f"error: {photo}: {exc}", file=sys.stderr)
-                continue
-            people = len(maps.person_ids)
-            bar.finish_line(f"[{i}/{len(photos)}] {photo.name}: {people} "
-                            f"{'person' if people == 1 else 'people'}, {maps.width}x{maps.height}, "
-                            f"{maps.source}, {time.perf_counter() - start:.1f} s")
-            if people == 0:
-                print(f"note: {photo}: no person found; the maps are empty", file=sys.stderr)
-            for path in written:
-                print(path)
+                return i, photo, exc, None, [], time.perf_counter() - start
+            return i, photo, None, maps, written, time.perf_counter() - start
+
+        failures = 0
+        workers = max(1, min(args.parallel, len(photos)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="analyze") as pool:
+            futures = [pool.submit(analyze_one, i, photo) for i, photo in enumerate(photos, start=1)]
+            for future in as_completed(futures):
+                i, photo, exc, maps, written, seconds = future.result()
+                if exc is not None:
+                    failures += 1
+                    bar.finish_line(f"[{i}/{len(photos)}] {photo.name}: FAILED")
+                    print(f"error: {photo}: {exc}", file=sys.stderr)
+                    continue
+                people = len(maps.person_ids)
+                bar.finish_line(f"[{i}/{len(photos)}] {photo.name}: {people} "
+                                f"{'person' if people == 1 else 'people'}, {maps.width}x{maps.height}, "
+                                f"{maps.source}, {seconds:.1f} s")
+                if people == 0:
+                    print(f"note: {photo}: no person found; the maps are empty", file=sys.stderr)
+                for path in written:
+                    print(path)
         return 1 if failures else 0
     except SapiensServerError as exc:
         bar.finish_line()

@@ -161,3 +161,22 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
     photo.write_bytes(PHOTOS["tiny"]()[0])
     assert cli_main(["analyze", str(photo), "--out", str(tmp_path), "--tasks", "seg,albedo"]) == 2
     assert "unknown task" in capsys.readouterr().err
+
+
+def test_cli_analyze_sends_photos_together_so_the_server_batches_them(sapiens_server, tmp_path, capsys):
+    before = sapiens_server.get("/v2").json()["batching"]
+    photos = []
+    for i in range(4):
+        path = tmp_path / f"p{i}.png"
+        path.write_bytes(encode(rgb(96, 72, seed=i)))
+        photos.append(str(path))
+    code = cli_main(["analyze", *photos, "--out", str(tmp_path / "out"), "--model", "sapiens2-0.4b",
+                     "--no-previews", "--parallel", "4",
+                     "--server", f"http://{sapiens_server.url}", "--token", sapiens_server.token])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert all((tmp_path / "out" / f"p{i}.npz").is_file() for i in range(4))
+    after = sapiens_server.get("/v2").json()["batching"]
+    # The first photo starts alone; the others queue behind it and run as one batch.
+    assert after["batched_requests"] - before["batched_requests"] >= 2, (before, after)
+    assert after["largest_batch"] >= 2
