@@ -22,9 +22,9 @@ import numpy as np
 from ..processing.goliath import PART_NAMES_SAPIENS2
 from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
 from . import devices, weights
-from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress, register
-from .sapiens_batch import run_pipeline_batch
-from .sapiens_pipeline import StageTimes, run_pipeline
+from .base import BackendError, CancelToken, ProgressFn, no_progress, register
+from .sapiens_common import SapiensTaskBackend
+from .sapiens_pipeline import StageTimes
 
 log = logging.getLogger(__name__)
 
@@ -137,9 +137,8 @@ class Sapiens2Runner:
         return self._forward("pose", crops).heatmaps.float().cpu().numpy()
 
 
-class Sapiens2Backend(Backend):
+class Sapiens2Backend(SapiensTaskBackend):
     platform = "pytorch_transformers"
-    batching = True  # analyze_batch stacks photos into one forward pass per task
 
     def __init__(self, size: str, device: str | None = None, precision: str | None = None,
                  weights_dir: str | Path | None = None, tasks: tuple[str, ...] = tuple(TASKS),
@@ -166,10 +165,6 @@ class Sapiens2Backend(Backend):
         self._runner = Sapiens2Runner(self)
 
     # --- lifecycle -----------------------------------------------------------------------------
-    @property
-    def loaded(self) -> bool:
-        return bool(self.models) and all(t in self.models for t in self.tasks)
-
     def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
         with self._lock:
             if self.loaded:
@@ -225,14 +220,6 @@ class Sapiens2Backend(Backend):
             f"out of memory loading {self.name} ({task}) on {self.placement.device}: use a smaller size "
             "(sapiens2-0.4b / 0.8b) or the CPU (SAPIENS_DEVICE=cpu)", status=503)
 
-    def unload(self) -> None:
-        with self._lock:
-            if not self.models:
-                return
-            self.models.clear()
-            devices.free_memory()
-            log.info("%s unloaded", self.name)
-
     def input_hw(self, task) -> tuple[int, int]:
         config = self.models[task].config
         hw = self._native_hw.get(task) or native_input_hw(None, config)
@@ -242,32 +229,6 @@ class Sapiens2Backend(Backend):
         patch = config.patch_size if isinstance(config.patch_size, int) else config.patch_size[0]
         # keep at least 2 patches per side so the heads' strided layers still have a grid
         return tuple(max(2 * patch, int(round(v * self.input_scale / patch)) * patch) for v in hw)
-
-    # --- inference -------------------------------------------------------------------------------
-    def _check_tasks(self, options: AnalyzeOptions) -> None:
-        missing = [t for t in options.tasks if t in TASKS and t not in self.models]
-        if missing or "seg" not in self.models:
-            raise BackendError(f"{self.name} was built without task(s) {missing or ['seg']}", status=400)
-
-    def analyze(self, image: np.ndarray, options: AnalyzeOptions, progress: ProgressFn = no_progress,
-                cancel: CancelToken | None = None) -> dict:
-        self.load(progress, cancel)
-        with self._lock:
-            self._check_tasks(options)
-            self.last_times = StageTimes()
-            return run_pipeline(self._runner, image, options, progress, cancel, device=self.placement.device,
-                                times=self.last_times, normal_signs_hint=self._runner.last_normal_signs)
-
-    def analyze_batch(self, images, options_list, progress_list=None, cancel_list=None) -> list:
-        """Several photos, one forward per task for all of them (see sapiens_batch.py)."""
-        self.load((progress_list or [no_progress])[0])
-        with self._lock:
-            for options in options_list:
-                self._check_tasks(options)
-            self.last_times = StageTimes()
-            return run_pipeline_batch(self._runner, images, options_list, progress_list, cancel_list,
-                                      device=self.placement.device, times=self.last_times,
-                                      normal_signs_hint=self._runner.last_normal_signs)
 
     def describe(self) -> dict:
         return {

@@ -24,9 +24,9 @@ import numpy as np
 from ..processing.goliath import PART_NAMES_SAPIENS1
 from ..processing.resize_pad import SAPIENS1_MEAN, SAPIENS1_STD
 from . import devices, weights
-from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress, register
-from .sapiens_batch import run_pipeline_batch
-from .sapiens_pipeline import StageTimes, run_pipeline
+from .base import BackendError, CancelToken, ProgressFn, no_progress, register
+from .sapiens_common import SapiensTaskBackend
+from .sapiens_pipeline import StageTimes
 
 log = logging.getLogger(__name__)
 
@@ -152,9 +152,8 @@ class Sapiens1Runner:
         return self._forward("pose", crops).cpu().numpy()
 
 
-class Sapiens1Backend(Backend):
+class Sapiens1Backend(SapiensTaskBackend):
     platform = "pytorch_torchscript"
-    batching = True  # analyze_batch stacks photos into one forward pass per task
 
     def __init__(self, size: str, device: str | None = None, precision: str | None = None,
                  weights_dir: str | Path | None = None, tasks: tuple[str, ...] = TASKS):
@@ -172,10 +171,6 @@ class Sapiens1Backend(Backend):
         self.last_times = StageTimes()
         self._lock = threading.RLock()
         self._runner = Sapiens1Runner(self)
-
-    @property
-    def loaded(self) -> bool:
-        return bool(self.models) and all(t in self.models for t in self.tasks)
 
     def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
         with self._lock:
@@ -222,30 +217,6 @@ class Sapiens1Backend(Backend):
         except (OSError, ValueError) as exc:
             raise weights.corrupt_weights_error(path, exc) from exc
         return model.eval()
-
-    def unload(self) -> None:
-        with self._lock:
-            if self.models:
-                self.models.clear()
-                devices.free_memory()
-                log.info("%s unloaded", self.name)
-
-    def analyze(self, image: np.ndarray, options: AnalyzeOptions, progress: ProgressFn = no_progress,
-                cancel: CancelToken | None = None) -> dict:
-        self.load(progress, cancel)
-        with self._lock:
-            self.last_times = StageTimes()
-            return run_pipeline(self._runner, image, options, progress, cancel, device=self.placement.device,
-                                times=self.last_times, normal_signs_hint=self._runner.last_normal_signs)
-
-    def analyze_batch(self, images, options_list, progress_list=None, cancel_list=None) -> list:
-        """Several photos, one forward per task for all of them (see sapiens_batch.py)."""
-        self.load((progress_list or [no_progress])[0])
-        with self._lock:
-            self.last_times = StageTimes()
-            return run_pipeline_batch(self._runner, images, options_list, progress_list, cancel_list,
-                                      device=self.placement.device, times=self.last_times,
-                                      normal_signs_hint=self._runner.last_normal_signs)
 
     def describe(self) -> dict:
         return {

@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What both Sapiens families share: one model per task, held under one lock, run through the
+shared pipeline for one photo or a batch. Subclasses load their own files (``load``) and set
+``models``, ``placement``, ``_runner`` and ``_lock`` in their constructor."""
+
+from __future__ import annotations
+
+import logging
+
+from . import devices
+from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress
+from .sapiens_batch import run_pipeline_batch
+from .sapiens_pipeline import StageTimes, run_pipeline
+
+log = logging.getLogger(__name__)
+
+
+class SapiensTaskBackend(Backend):
+    batching = True  # analyze_batch stacks photos into one forward pass per task
+    #: task names this family knows (a request may name only these)
+    known_tasks: tuple[str, ...] = ("seg", "depth", "normal", "pose")
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self.models) and all(t in self.models for t in self.tasks)
+
+    def unload(self) -> None:
+        with self._lock:
+            if not self.models:
+                return
+            self.models.clear()
+            devices.free_memory()
+            log.info("%s unloaded", self.name)
+
+    def _check_tasks(self, options: AnalyzeOptions) -> None:
+        # seg is always needed: it finds the people every other task is cut to.
+        missing = [t for t in options.tasks if t in self.known_tasks and t not in self.models]
+        if missing or "seg" not in self.models:
+            raise BackendError(f"{self.name} was built without task(s) {missing or ['seg']}", status=400)
+
+    def analyze(self, image, options: AnalyzeOptions, progress: ProgressFn = no_progress,
+                cancel: CancelToken | None = None) -> dict:
+        self.load(progress, cancel)
+        with self._lock:
+            self._check_tasks(options)
+            self.last_times = StageTimes()
+            return run_pipeline(self._runner, image, options, progress, cancel, device=self.placement.device,
+                                times=self.last_times, normal_signs_hint=self._runner.last_normal_signs)
+
+    def analyze_batch(self, images, options_list, progress_list=None, cancel_list=None) -> list:
+        """Several photos, one forward per task for all of them (see sapiens_batch.py)."""
+        self.load((progress_list or [no_progress])[0])
+        with self._lock:
+            for options in options_list:
+                self._check_tasks(options)
+            self.last_times = StageTimes()
+            return run_pipeline_batch(self._runner, images, options_list, progress_list, cancel_list,
+                                      device=self.placement.device, times=self.last_times,
+                                      normal_signs_hint=self._runner.last_normal_signs)
