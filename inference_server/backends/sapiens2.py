@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +21,8 @@ import numpy as np
 from ..processing.goliath import PART_NAMES_SAPIENS2
 from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
 from . import devices, weights
-from .base import BackendError, CancelToken, ProgressFn, no_progress, register
+from .base import BackendError, register
 from .sapiens_common import SapiensTaskBackend
-from .sapiens_pipeline import StageTimes
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +144,7 @@ class Sapiens2Backend(SapiensTaskBackend):
         if size not in SIZES:
             raise ValueError(f"Sapiens2 sizes are {', '.join(SIZES)}; got {size!r}")
         self.size = size
-        self.name = f"sapiens2-{size}"
+        self.name = self.source = f"sapiens2-{size}"
         self._device, self._precision = device, precision
         self.weights_dir = Path(weights_dir) if weights_dir else None
         self.tasks = tuple(tasks)
@@ -157,31 +155,12 @@ class Sapiens2Backend(SapiensTaskBackend):
         if not 0.1 <= scale <= 1.0:
             raise ValueError(f"input_scale must lie in [0.1, 1], got {scale}")
         self.input_scale = scale
-        self.models: dict = {}
         self._native_hw: dict = {}
-        self.placement = None
-        self.last_times = StageTimes()
-        self._lock = threading.RLock()
-        self._runner = Sapiens2Runner(self)
+        self._init_state(Sapiens2Runner(self))
 
-    # --- lifecycle -----------------------------------------------------------------------------
-    def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
-        with self._lock:
-            if self.loaded:
-                return
-            try:
-                self.placement = devices.choose_placement(self._device, self._precision)
-            except ValueError as exc:
-                raise BackendError(str(exc), status=400) from exc
-            for i, task in enumerate(self.tasks):
-                if task in self.models:
-                    continue
-                if cancel is not None:
-                    cancel.check()
-                progress("load", i / len(self.tasks), f"loading {repo_id(task, self.size)}")
-                self.models[task] = self._load_task(task, progress, cancel)
-            progress("load", 1.0, f"{self.name} ready on {self.placement.describe()}")
-            log.info("%s loaded on %s", self.name, self.placement.describe())
+    # --- loading (the rest of the lifecycle is SapiensTaskBackend's) ---------------------------
+    def _task_label(self, task: str) -> str:
+        return repo_id(task, self.size)
 
     def _load_task(self, task, progress, cancel):
         import transformers

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What both Sapiens families share: one model per task, held under one lock, run through the
-shared pipeline for one photo or a batch. Subclasses load their own files (``load``) and set
-``models``, ``placement``, ``_runner`` and ``_lock`` in their constructor."""
+"""What both Sapiens families share: one model per task, loaded lazily under one lock, run through
+the shared pipeline for one photo or a batch. A family supplies how one task's model is found and
+loaded (``_task_label``, ``_load_task``) and may adjust the device placement (``_placement``)."""
 
 from __future__ import annotations
 
 import logging
+import threading
 
 from . import devices
 from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress
@@ -19,6 +20,42 @@ class SapiensTaskBackend(Backend):
     batching = True  # analyze_batch stacks photos into one forward pass per task
     #: task names this family knows (a request may name only these)
     known_tasks: tuple[str, ...] = ("seg", "depth", "normal", "pose")
+
+    def _init_state(self, runner) -> None:
+        self.models: dict = {}
+        self.placement = None
+        self.last_times = StageTimes()
+        self._lock = threading.RLock()
+        self._runner = runner
+
+    # --- what a family provides ---------------------------------------------------------------
+    def _placement(self) -> devices.Placement:
+        return devices.choose_placement(self._device, self._precision)
+
+    def _task_label(self, task: str) -> str:
+        raise NotImplementedError
+
+    def _load_task(self, task: str, progress: ProgressFn, cancel: CancelToken | None):
+        raise NotImplementedError
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
+        with self._lock:
+            if self.loaded:
+                return
+            try:
+                self.placement = self._placement()
+            except ValueError as exc:
+                raise BackendError(str(exc), status=400) from exc
+            for i, task in enumerate(self.tasks):
+                if task in self.models:
+                    continue
+                if cancel is not None:
+                    cancel.check()
+                progress("load", i / len(self.tasks), f"loading {self._task_label(task)}")
+                self.models[task] = self._load_task(task, progress, cancel)
+            progress("load", 1.0, f"{self.source} ready on {self.placement.describe()}")
+            log.info("%s loaded on %s", self.name, self.placement.describe())
 
     @property
     def loaded(self) -> bool:

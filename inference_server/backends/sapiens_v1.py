@@ -16,7 +16,6 @@ The TorchScript files run in float32 (autocast to bf16/fp16 on CUDA).
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +23,8 @@ import numpy as np
 from ..processing.goliath import PART_NAMES_SAPIENS1
 from ..processing.resize_pad import SAPIENS1_MEAN, SAPIENS1_STD
 from . import devices, weights
-from .base import BackendError, CancelToken, ProgressFn, no_progress, register
+from .base import BackendError, register
 from .sapiens_common import SapiensTaskBackend
-from .sapiens_pipeline import StageTimes
 
 log = logging.getLogger(__name__)
 
@@ -166,38 +164,25 @@ class Sapiens1Backend(SapiensTaskBackend):
         self._device, self._precision = device, precision
         self.weights_dir = Path(weights_dir) if weights_dir else None
         self.tasks = tuple(tasks)
-        self.models: dict = {}
-        self.placement = None
-        self.last_times = StageTimes()
-        self._lock = threading.RLock()
-        self._runner = Sapiens1Runner(self)
+        self._init_state(Sapiens1Runner(self))
 
-    def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
-        with self._lock:
-            if self.loaded:
-                return
-            try:
-                placement = devices.choose_placement(self._device, self._precision)
-            except ValueError as exc:
-                raise BackendError(str(exc), status=400) from exc
-            if placement.device == "cpu" and placement.precision != "fp32":
-                # TorchScript graphs are traced in fp32; bf16/int8 rewrites do not apply to them.
-                log.info("%s: TorchScript runs in fp32 on the CPU (asked %s)", self.name, placement.precision)
-                placement = devices.Placement("cpu", "fp32")
-            self.placement = placement
-            for fallback_task in (t for t in self.tasks if size_for(t, self.size) != self.size):
-                log.warning("%s: no %s %s checkpoint was released; using the %s one", self.name,
-                            self.size, fallback_task, size_for(fallback_task, self.size))
-            for i, task in enumerate(self.tasks):
-                if task in self.models:
-                    continue
-                if cancel is not None:
-                    cancel.check()
-                repo, filename = checkpoint(task, size_for(task, self.size))
-                progress("load", i / len(self.tasks), f"loading {repo}/{filename}")
-                path = weights.fetch_file(repo, filename, progress, cancel, self.weights_dir)
-                self.models[task] = self._load_file(path, task)
-            progress("load", 1.0, f"{self.source} ready on {self.placement.describe()}")
+    def _placement(self) -> devices.Placement:
+        placement = super()._placement()
+        if placement.device == "cpu" and placement.precision != "fp32":
+            # TorchScript graphs are traced in fp32; bf16/int8 rewrites do not apply to them.
+            log.info("%s: TorchScript runs in fp32 on the CPU (asked %s)", self.name, placement.precision)
+            placement = devices.Placement("cpu", "fp32")
+        for fallback_task in (t for t in self.tasks if size_for(t, self.size) != self.size):
+            log.warning("%s: no %s %s checkpoint was released; using the %s one", self.name,
+                        self.size, fallback_task, size_for(fallback_task, self.size))
+        return placement
+
+    def _task_label(self, task: str) -> str:
+        return "/".join(checkpoint(task, size_for(task, self.size)))
+
+    def _load_task(self, task, progress, cancel):
+        repo, filename = checkpoint(task, size_for(task, self.size))
+        return self._load_file(weights.fetch_file(repo, filename, progress, cancel, self.weights_dir), task)
 
     def _load_file(self, path: Path, task: str):
         import torch
