@@ -152,6 +152,25 @@ class Backend(ABC):
         return {}
 
 
+class LightweightBackend(Backend):
+    """A backend with nothing heavy to load (diagnostics, plug-ins, test doubles): ``load`` only
+    marks it ready. Subclasses implement ``analyze``; override ``load`` to report real work."""
+
+    def __init__(self) -> None:
+        self._loaded = False
+
+    def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
+        progress("load", 1.0, f"{self.name} ready")
+        self._loaded = True
+
+    def unload(self) -> None:
+        self._loaded = False
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+
 BackendFactory = Callable[[], Backend]
 _REGISTRY: dict[str, BackendFactory] = {}
 

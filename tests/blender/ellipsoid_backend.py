@@ -11,21 +11,8 @@ from inference_server.backends import base
 from synthetic_scene import ellipsoid_maps, intrinsics
 
 
-class EllipsoidPerson(base.Backend):
+class EllipsoidPerson(base.LightweightBackend):
     name = "ellipsoid"
-
-    def __init__(self) -> None:
-        self._loaded = False
-
-    def load(self, progress=base.no_progress, cancel=None) -> None:
-        self._loaded = True
-
-    def unload(self) -> None:
-        self._loaded = False
-
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
 
     def analyze(self, image, options, progress=base.no_progress, cancel=None):
         h, w = image.shape[:2]

@@ -21,22 +21,8 @@ PEOPLE = int(os.environ.get("TINY_PERSON_PEOPLE", "2"))
 STAGE_SECONDS = float(os.environ.get("TINY_PERSON_STAGE_SECONDS", "0"))
 
 
-class TinyPerson(base.Backend):
+class TinyPerson(base.LightweightBackend):
     name = "tiny-person"
-
-    def __init__(self) -> None:
-        self._loaded = False
-
-    def load(self, progress=base.no_progress, cancel=None) -> None:
-        progress("load", 1.0, "tiny person model ready")
-        self._loaded = True
-
-    def unload(self) -> None:
-        self._loaded = False
-
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
 
     def analyze(self, image, options, progress=base.no_progress, cancel=None):
         for stage in ("seg", "normal", "depth", "pose"):

@@ -21,22 +21,8 @@ STAGE_SECONDS = float(os.environ.get("TINY_STAGE_SECONDS", "0"))
 BROKEN_MESSAGE = "the tiny-broken model ran out of imaginary GPU memory"
 
 
-class TinyMaps(base.Backend):
+class TinyMaps(base.LightweightBackend):
     name = "tiny-maps"
-
-    def __init__(self) -> None:
-        self._loaded = False
-
-    def load(self, progress=base.no_progress, cancel=None) -> None:
-        progress("load", 1.0, "tiny model ready")
-        self._loaded = True
-
-    def unload(self) -> None:
-        self._loaded = False
-
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
 
     def analyze(self, image, options, progress=base.no_progress, cancel=None):
         h, w = image.shape[:2]

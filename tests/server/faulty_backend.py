@@ -25,22 +25,7 @@ def empty_maps(image: np.ndarray, source: str) -> dict:
             "source": source}
 
 
-class _Simple(base.Backend):
-    def __init__(self) -> None:
-        self._loaded = False
-
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
-
-    def load(self, progress=base.no_progress, cancel=None) -> None:
-        self._loaded = True
-
-    def unload(self) -> None:
-        self._loaded = False
-
-
-class Faulty(_Simple):
+class Faulty(base.LightweightBackend):
     name = "faulty"
 
     def analyze(self, image, options, progress=base.no_progress, cancel=None):
@@ -55,7 +40,7 @@ class Faulty(_Simple):
         return maps
 
 
-class SlowLoad(_Simple):
+class SlowLoad(base.LightweightBackend):
     name = "slow-load"
 
     def load(self, progress=base.no_progress, cancel=None) -> None:
