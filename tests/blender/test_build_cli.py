@@ -5,8 +5,6 @@ the .blend reloaded, the .glb read independently + Khronos glTF-Validator, the .
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,10 +21,9 @@ from sapiens_blender.core.goliath import PART_NAMES_SAPIENS1  # noqa: E402
 from synthetic_scene import ellipsoid_maps, intrinsics  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from gltf_reader import Glb, project_through_camera  # noqa: E402
+from gltf_reader import Glb, project_through_camera, validate_gltf  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-VALIDATOR = ROOT / ".cache" / "node" / "node_modules" / "gltf-validator"
 W, H = 128, 96
 
 
@@ -35,15 +32,6 @@ def run_cli(*args, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", entry, *map(str, args)], cwd=cwd or ROOT,
                           capture_output=True, text=True, timeout=300)
 
-
-def validate_gltf(path: Path) -> dict:
-    node = shutil.which("node")
-    if node is None or not VALIDATOR.is_dir():
-        pytest.skip("glTF-Validator not installed (bash scripts/install.sh test)")
-    env = dict(os.environ, NODE_PATH=str(VALIDATOR.parent))
-    out = subprocess.run([node, str(ROOT / "tests" / "gltf_validate.js"), str(path)], env=env,
-                         capture_output=True, text=True, timeout=120, check=True)
-    return json.loads(out.stdout)
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,6 @@ glTF-Validator; bones follow the documented hierarchy; skinning covers every ver
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,21 +23,11 @@ from sapiens_blender.core.geometry.skeleton import BODY_BONES, BONE_HIERARCHY  #
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from gltf_reader import Glb, project_through_camera  # noqa: E402
+from gltf_reader import Glb, project_through_camera, validate_gltf  # noqa: E402
 
 pytestmark = pytest.mark.groundtruth
-VALIDATOR = ROOT / ".cache" / "node" / "node_modules" / "gltf-validator"
 GLTF_TO_CAMERA = np.diag([1.0, -1.0, -1.0])  # glTF (Y up, camera looking down -Z) -> OpenCV camera frame
 
-
-def validate_gltf(path: Path) -> dict:
-    node = shutil.which("node")
-    if node is None or not VALIDATOR.is_dir():
-        pytest.skip("glTF-Validator not installed (bash scripts/install.sh test)")
-    env = dict(os.environ, NODE_PATH=str(VALIDATOR.parent))
-    out = subprocess.run([node, str(ROOT / "tests" / "gltf_validate.js"), str(path)], env=env,
-                         capture_output=True, text=True, timeout=120, check=True)
-    return json.loads(out.stdout)
 
 
 @pytest.fixture(scope="module", params=["arms_raised_heavy", "two_people"])
