@@ -22,7 +22,7 @@ from ..processing.goliath import PART_NAMES_SAPIENS2
 from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
 from . import devices, weights
 from .base import BackendError, register
-from .sapiens_common import SapiensTaskBackend
+from .sapiens_common import SapiensTaskBackend, SinglePhotoCalls
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def weights_available(size: str, task: str | None = None) -> bool:
         return False
 
 
-class Sapiens2Runner:
+class Sapiens2Runner(SinglePhotoCalls):
     """Calls the four task models with the reference pre/post-processing (see sapiens_pipeline)."""
 
     metric = True
@@ -121,15 +121,6 @@ class Sapiens2Runner:
 
         return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0).cpu().numpy()
                 for n in self._dense_batch("normal", photos, hws, keep_aspect=True, field="normals")]
-
-    def segment(self, photo, hw):
-        return self.segment_batch([photo], [hw])[0]
-
-    def depth(self, photo, hw):
-        return self.depth_batch([photo], [hw])[0]
-
-    def normals(self, photo, hw):
-        return self.normals_batch([photo], [hw])[0]
 
     def pose(self, crops):
         return self._forward("pose", crops).heatmaps.float().cpu().numpy()

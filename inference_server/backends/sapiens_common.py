@@ -16,6 +16,19 @@ from .sapiens_pipeline import StageTimes, run_pipeline
 log = logging.getLogger(__name__)
 
 
+class SinglePhotoCalls:
+    """A runner's one-photo calls, as batches of one (a runner implements the ``*_batch`` ones)."""
+
+    def segment(self, photo, hw):
+        return self.segment_batch([photo], [hw])[0]
+
+    def depth(self, photo, hw):
+        return self.depth_batch([photo], [hw])[0]
+
+    def normals(self, photo, hw):
+        return self.normals_batch([photo], [hw])[0]
+
+
 class SapiensTaskBackend(Backend):
     batching = True  # analyze_batch stacks photos into one forward pass per task
     #: task names this family knows (a request may name only these)

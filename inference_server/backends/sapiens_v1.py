@@ -24,7 +24,7 @@ from ..processing.goliath import PART_NAMES_SAPIENS1
 from ..processing.resize_pad import SAPIENS1_MEAN, SAPIENS1_STD
 from . import devices, weights
 from .base import BackendError, register
-from .sapiens_common import SapiensTaskBackend
+from .sapiens_common import SapiensTaskBackend, SinglePhotoCalls
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def _repo_and_files(task, size):
     return repo, [filename]
 
 
-class Sapiens1Runner:
+class Sapiens1Runner(SinglePhotoCalls):
     metric = False
     part_names = PART_NAMES_SAPIENS1
     mean, std = SAPIENS1_MEAN, SAPIENS1_STD
@@ -136,15 +136,6 @@ class Sapiens1Runner:
 
         return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0).cpu().numpy()
                 for n in self._dense_batch("normal", photos, hws)]
-
-    def segment(self, photo, hw):
-        return self.segment_batch([photo], [hw])[0]
-
-    def depth(self, photo, hw):
-        return self.depth_batch([photo], [hw])[0]
-
-    def normals(self, photo, hw):
-        return self.normals_batch([photo], [hw])[0]
 
     def pose(self, crops):
         return self._forward("pose", crops).cpu().numpy()
