@@ -10,20 +10,9 @@ import pytest
 from sapiens_blender.core import v2_codec
 from sapiens_blender.core.errors import ProtocolError
 from sapiens_blender.core.v2_codec import Tensor, decode_response, encode_request
-
-FIXED = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-         "FP16", "FP32", "FP64"]  # fmt: skip
+from tensor_samples import FIXED, sample
 
 
-def sample(datatype, shape=(2, 3)):
-    rng = np.random.default_rng(1)
-    dtype = v2_codec.DATATYPE_TO_DTYPE[datatype]
-    if datatype == "BOOL":
-        return rng.integers(0, 2, shape).astype(bool)
-    if dtype.kind in "ui":
-        info = np.iinfo(dtype)
-        return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
-    return (rng.normal(size=shape) * 1e3).astype(dtype)
 
 
 def as_response(chunks, header_length):
