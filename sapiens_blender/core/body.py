@@ -1,0 +1,391 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The fitted body as plain numpy data (docs/body_format.md): template, fit, cache, pose, weights.
+
+The fit runs on the server (torch + anny); everything the Blender side needs arrives as numpy
+arrays: a ``BodyTemplate`` (constant per body-model version, cached in the user's cache folder)
+and a ``BodyFit`` (per person of one photo). Both round-trip through a maps ``.npz`` under the
+``body_`` / ``fit_`` key prefixes. numpy + stdlib only: this runs inside Blender's Python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+TEMPLATE_PREFIX, FIT_PREFIX = "body_", "fit_"
+MAX_INFLUENCES = 4  # what glTF's JOINTS_0/WEIGHTS_0 and game engines take per vertex
+
+
+class BodyError(ValueError):
+    """The body data is malformed or does not match its template; the message says which."""
+
+
+# --- helpers ---------------------------------------------------------------------------------
+def _str_array(value) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.dtype.kind == "S":
+        arr = np.char.decode(arr, "utf-8")
+    return arr.astype(np.str_)
+
+
+def _scalar_str(value) -> str:
+    arr = _str_array(value)
+    return str(arr.reshape(-1)[0]) if arr.size else ""
+
+
+def _check(cond: bool, what: str) -> None:
+    if not cond:
+        raise BodyError(what)
+
+
+def _prefixed(name: str, prefix: str) -> str:
+    """``body_`` + name, except names that already start with the prefix (``body_version``)."""
+    return name if name.startswith(prefix) else prefix + name
+
+
+# --- the template ----------------------------------------------------------------------------
+@dataclass
+class BodyTemplate:
+    """Constant body data of one body-model version (faces, UVs, rig, weights, parts)."""
+
+    body_version: str
+    faces: np.ndarray  # int32 [F,3]
+    uv: np.ndarray  # float32 [T,2]
+    face_uv: np.ndarray  # int32 [F,3]
+    bone_names: tuple[str, ...]
+    bone_parents: np.ndarray  # int32 [B], -1 for roots, parents before children
+    weight_bones: np.ndarray  # int32 [V,K]
+    weight_values: np.ndarray  # float32 [V,K]
+    vertex_parts: np.ndarray  # uint8 [V]
+    part_names: tuple[str, ...]
+    phenotype_names: tuple[str, ...]
+    joint_names: tuple[str, ...]
+
+    @property
+    def num_vertices(self) -> int:
+        return int(self.weight_bones.shape[0])
+
+    @property
+    def num_bones(self) -> int:
+        return len(self.bone_names)
+
+    def validate(self) -> "BodyTemplate":
+        self.body_version = _scalar_str(self.body_version)
+        _check(bool(self.body_version), "body template: body_version is empty")
+        self.faces = np.asarray(self.faces)
+        _check(self.faces.ndim == 2 and self.faces.shape[1] == 3 and self.faces.dtype.kind in "iu",
+               f"body template: faces must be int [F,3], got {self.faces.dtype} {self.faces.shape}")
+        self.faces = self.faces.astype(np.int32)
+        self.weight_bones = np.asarray(self.weight_bones)
+        self.weight_values = np.asarray(self.weight_values, np.float32)
+        _check(self.weight_bones.ndim == 2 and self.weight_bones.shape == self.weight_values.shape,
+               f"body template: weight_bones {self.weight_bones.shape} and weight_values "
+               f"{self.weight_values.shape} must both be [V,K]")
+        self.weight_bones = self.weight_bones.astype(np.int32)
+        n_verts = self.num_vertices
+        _check(n_verts > 0 and self.faces.size > 0, "body template: no vertices or no faces")
+        _check(int(self.faces.min()) >= 0 and int(self.faces.max()) < n_verts,
+               f"body template: faces index vertices outside 0..{n_verts - 1}")
+        self.uv = np.asarray(self.uv, np.float32)
+        self.face_uv = np.asarray(self.face_uv).astype(np.int32)
+        _check(self.uv.ndim == 2 and self.uv.shape[1] == 2, f"body template: uv must be [T,2], got {self.uv.shape}")
+        _check(self.face_uv.shape == self.faces.shape,
+               f"body template: face_uv {self.face_uv.shape} must match faces {self.faces.shape}")
+        _check(int(self.face_uv.min()) >= 0 and int(self.face_uv.max()) < len(self.uv),
+               "body template: face_uv indexes outside uv")
+        self.bone_names = tuple(str(n) for n in _str_array(self.bone_names).reshape(-1))
+        self.bone_parents = np.asarray(self.bone_parents).astype(np.int32).reshape(-1)
+        n_bones = len(self.bone_names)
+        _check(len(self.bone_parents) == n_bones,
+               f"body template: {n_bones} bone names but {len(self.bone_parents)} parents")
+        _check(len(set(self.bone_names)) == n_bones, "body template: bone names are not unique")
+        _check(bool(np.all(self.bone_parents < np.arange(n_bones))),
+               "body template: every bone's parent must come before it (-1 for a root)")
+        _check(int(self.weight_bones.min()) >= 0 and int(self.weight_bones.max()) < n_bones,
+               "body template: weight_bones index bones outside the rig")
+        sums = self.weight_values.sum(axis=1)
+        _check(bool(np.all(self.weight_values >= 0)) and bool(np.allclose(sums, 1.0, atol=1e-3)),
+               "body template: weights must be non-negative and sum to 1 per vertex")
+        self.part_names = tuple(str(n) for n in _str_array(self.part_names).reshape(-1))
+        self.vertex_parts = np.asarray(self.vertex_parts).astype(np.uint8).reshape(-1)
+        _check(len(self.vertex_parts) == n_verts,
+               f"body template: vertex_parts has {len(self.vertex_parts)} entries for {n_verts} vertices")
+        _check(int(self.vertex_parts.max()) < len(self.part_names), "body template: vertex_parts outside part_names")
+        self.phenotype_names = tuple(str(n) for n in _str_array(self.phenotype_names).reshape(-1))
+        self.joint_names = tuple(str(n) for n in _str_array(self.joint_names).reshape(-1))
+        return self
+
+    def to_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            arr = np.asarray(value, np.str_) if isinstance(value, (str, tuple)) else np.asarray(value)
+            out[_prefixed(f.name, prefix) if prefix else f.name] = arr
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix: str = "") -> "BodyTemplate":
+        keys = {f.name: _prefixed(f.name, prefix) if prefix else f.name for f in fields(cls)}
+        missing = [k for k in keys.values() if k not in arrays]
+        if missing:
+            raise BodyError(f"body template is missing: {', '.join(missing)}")
+        return cls(**{name: arrays[key] for name, key in keys.items()}).validate()
+
+
+# --- a fit -------------------------------------------------------------------------------------
+@dataclass
+class BodyFit:
+    """The fitted bodies of one photo (P people): shape, bind pose, photo pose, placement."""
+
+    body_version: str
+    person_ids: np.ndarray  # int32 [P]
+    phenotypes: np.ndarray  # float32 [P,6]
+    rest_vertices: np.ndarray  # float32 [P,V,3], model frame
+    rest_bone_matrices: np.ndarray  # float32 [P,B,4,4], model frame
+    rest_bone_tails: np.ndarray  # float32 [P,B,3], model frame
+    bone_matrices: np.ndarray  # float32 [P,B,4,4], model frame
+    placement: np.ndarray  # float32 [P,4,4], model -> camera
+    vertices: np.ndarray  # float32 [P,V,3], camera frame
+    joints: np.ndarray  # float32 [P,J,3], camera frame
+    joints_estimated: np.ndarray  # bool [P,J]
+    reports: tuple[str, ...]  # JSON per person
+
+    def index(self, person_id: int) -> int:
+        hits = np.flatnonzero(self.person_ids == int(person_id))
+        if not len(hits):
+            raise BodyError(f"the body fit has no person {person_id}; fitted: {self.person_ids.tolist()}")
+        return int(hits[0])
+
+    def report(self, person_id: int) -> dict:
+        try:
+            return json.loads(self.reports[self.index(person_id)] or "{}")
+        except json.JSONDecodeError:
+            return {"notes": self.reports[self.index(person_id)]}
+
+    def validate(self, template: BodyTemplate | None = None) -> "BodyFit":
+        self.body_version = _scalar_str(self.body_version)
+        self.person_ids = np.asarray(self.person_ids).astype(np.int32).reshape(-1)
+        p = len(self.person_ids)
+        _check(len(set(self.person_ids.tolist())) == p, "body fit: person ids are not unique")
+
+        def arr(name, dtype, tail):
+            a = np.asarray(getattr(self, name))
+            if dtype is bool:
+                _check(a.dtype.kind == "b", f"body fit: {name} must be bool, got {a.dtype}")
+            else:
+                _check(a.dtype.kind in "fiu", f"body fit: {name} must be numeric, got {a.dtype}")
+                a = a.astype(dtype)
+                _check(bool(np.isfinite(a).all()), f"body fit: {name} holds NaN or infinite values")
+            want = (p,) + tuple(tail)
+            ok = a.ndim == len(want) and all(w is None or s == w for s, w in zip(a.shape, want))
+            _check(ok, f"body fit: {name} must have shape {tuple('?' if w is None else w for w in want)}, "
+                       f"got {a.shape}")
+            setattr(self, name, a)
+            return a
+
+        arr("phenotypes", np.float32, (None,))
+        rv = arr("rest_vertices", np.float32, (None, 3))
+        rb = arr("rest_bone_matrices", np.float32, (None, 4, 4))
+        n_verts, n_bones = rv.shape[1], rb.shape[1]
+        arr("rest_bone_tails", np.float32, (n_bones, 3))
+        arr("bone_matrices", np.float32, (n_bones, 4, 4))
+        arr("placement", np.float32, (4, 4))
+        arr("vertices", np.float32, (n_verts, 3))
+        j = arr("joints", np.float32, (None, 3))
+        arr("joints_estimated", bool, (j.shape[1],))
+        self.reports = tuple(str(r) for r in _str_array(self.reports).reshape(-1))
+        _check(len(self.reports) == p, f"body fit: {len(self.reports)} reports for {p} people")
+        rot = self.placement[:, :3, :3].astype(np.float64)
+        _check(bool(np.allclose(rot @ np.swapaxes(rot, 1, 2), np.eye(3), atol=1e-3)),
+               "body fit: placement must be a rotation and a translation (no scale)")
+        if template is not None:
+            _check(self.body_version == template.body_version,
+                   f"body fit was made for body model {self.body_version!r}, the template is "
+                   f"{template.body_version!r}: fit again or fetch the matching template")
+            _check(n_verts == template.num_vertices and n_bones == template.num_bones,
+                   f"body fit has {n_verts} vertices and {n_bones} bones, the template "
+                   f"{template.num_vertices} and {template.num_bones}")
+            _check(j.shape[1] == len(template.joint_names),
+                   f"body fit has {j.shape[1]} joints, the template names {len(template.joint_names)}")
+        return self
+
+    def to_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            arr = np.asarray(value, np.str_) if isinstance(value, (str, tuple)) else np.asarray(value)
+            out[prefix + f.name] = arr
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix: str = "", template: BodyTemplate | None = None) -> "BodyFit":
+        missing = [prefix + f.name for f in fields(cls) if prefix + f.name not in arrays]
+        if missing:
+            raise BodyError(f"body fit is missing: {', '.join(missing)}")
+        return cls(**{f.name: arrays[prefix + f.name] for f in fields(cls)}).validate(template)
+
+
+# --- bodies inside a maps .npz ---------------------------------------------------------------
+def has_body(maps) -> bool:
+    """Whether ``maps`` (core.maps.Maps) carries a fit and its template."""
+    return FIT_PREFIX + "person_ids" in maps.extras and "body_version" in maps.extras
+
+
+def body_from_maps(maps) -> tuple[BodyTemplate, BodyFit] | None:
+    """(template, fit) stored in the maps' extras (``body_*`` / ``fit_*`` keys), or None."""
+    if not has_body(maps):
+        return None
+    template = BodyTemplate.from_arrays(maps.extras, TEMPLATE_PREFIX)
+    return template, BodyFit.from_arrays(maps.extras, FIT_PREFIX, template)
+
+
+def attach_body(maps, template: BodyTemplate, fit: BodyFit) -> None:
+    """Store template and fit in ``maps.extras`` (they round-trip through ``Maps.save``/``load``)."""
+    fit.validate(template)
+    for key in [k for k in maps.extras if k.startswith((TEMPLATE_PREFIX, FIT_PREFIX))]:
+        del maps.extras[key]
+    maps.extras.update(template.to_arrays(TEMPLATE_PREFIX))
+    maps.extras.update(fit.to_arrays(FIT_PREFIX))
+
+
+# --- template cache ----------------------------------------------------------------------------
+def cache_folder() -> Path:
+    """``$XDG_CACHE_HOME/sapiens_blender/body`` (default ``~/.cache/sapiens_blender/body``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sapiens_blender" / "body"
+
+
+def cache_path(version: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", version).strip("._") or "body"
+    return cache_folder() / f"{safe}.npz"
+
+
+def load_cached_template(version: str) -> BodyTemplate | None:
+    """The cached template of ``version``, or None (absent, unreadable or of another version)."""
+    path = cache_path(version)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            template = BodyTemplate.from_arrays({k: npz[k] for k in npz.files})
+    except (OSError, ValueError, KeyError, EOFError):  # absent or damaged: fetch it again
+        return None
+    return template if template.body_version == version else None
+
+
+def save_cached_template(template: BodyTemplate) -> Path:
+    """Write the template to the cache atomically (temp file + rename)."""
+    path = cache_path(template.body_version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".npz.tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez_compressed(fh, **template.to_arrays())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# --- pose --------------------------------------------------------------------------------------
+def local_pose_matrices(rest: np.ndarray, pose: np.ndarray, parents) -> np.ndarray:
+    """[B,4,4] per-bone pose relative to its rest, parent-relative (Blender's ``matrix_basis``):
+    ``inv(inv(Rest_p) @ Rest_b) @ inv(Pose_p) @ Pose_b``; roots: ``inv(Rest_b) @ Pose_b``."""
+    rest = np.asarray(rest, np.float64)
+    pose = np.asarray(pose, np.float64)
+    parents = np.asarray(parents, np.int64)
+    inv_rest, inv_pose = np.linalg.inv(rest), np.linalg.inv(pose)
+    has_parent = (parents >= 0)[:, None, None]
+    safe = np.maximum(parents, 0)
+    rest_local = np.where(has_parent, inv_rest[safe] @ rest, rest)  # Rest_b in its parent's frame
+    pose_local = np.where(has_parent, inv_pose[safe] @ pose, pose)
+    return np.linalg.inv(rest_local) @ pose_local
+
+
+def matrix_to_quaternion(rot: np.ndarray) -> np.ndarray:
+    """[...,3,3] rotations -> [...,4] unit quaternions (w, x, y, z), w >= 0 (the shorter way)."""
+    m = np.asarray(rot, np.float64)
+    # Squared magnitudes of (w, x, y, z) from the diagonal; pick the largest per matrix for stability.
+    t = np.stack([1 + m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2], 1 + m[..., 0, 0] - m[..., 1, 1] - m[..., 2, 2],
+                  1 - m[..., 0, 0] + m[..., 1, 1] - m[..., 2, 2], 1 - m[..., 0, 0] - m[..., 1, 1] + m[..., 2, 2]], -1)
+    best = np.argmax(t, axis=-1)
+    s = np.sqrt(np.maximum(np.take_along_axis(t, best[..., None], -1)[..., 0], 1e-12)) * 2  # = 4 * |q_best|
+    d21, d02, d10 = m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]
+    s21, s02, s10 = m[..., 2, 1] + m[..., 1, 2], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 0] + m[..., 0, 1]
+    candidates = np.stack([
+        np.stack([s / 4, d21 / s, d02 / s, d10 / s], -1),
+        np.stack([d21 / s, s / 4, s10 / s, s02 / s], -1),
+        np.stack([d02 / s, s10 / s, s / 4, s21 / s], -1),
+        np.stack([d10 / s, s02 / s, s21 / s, s / 4], -1),
+    ], -2)
+    q = np.take_along_axis(candidates, best[..., None, None], -2)[..., 0, :]
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    return np.where(q[..., :1] < 0, -q, q)
+
+
+def local_pose_quaternions(rest: np.ndarray, pose: np.ndarray, parents) -> tuple[np.ndarray, np.ndarray]:
+    """(quaternions [B,4] w,x,y,z with w >= 0, locations [B,3]) for Blender's pose bones."""
+    local = local_pose_matrices(rest, pose, parents)
+    return matrix_to_quaternion(local[:, :3, :3]), local[:, :3, 3]
+
+
+def skin_vertices(rest_vertices, rest_bones, pose_bones, weight_bones, weight_values) -> np.ndarray:
+    """Linear blend skinning (the contract's formula), model frame: [V,3]."""
+    transforms = np.asarray(pose_bones, np.float64) @ np.linalg.inv(np.asarray(rest_bones, np.float64))
+    rest_h = np.c_[np.asarray(rest_vertices, np.float64), np.ones(len(rest_vertices))]
+    w = np.asarray(weight_values, np.float64)
+    out = np.zeros((len(rest_h), 3))
+    for k in range(w.shape[1]):  # K <= 9 influence slots, each vectorised over all vertices
+        t = transforms[weight_bones[:, k]]
+        out += w[:, k, None] * np.einsum("vij,vj->vi", t[:, :3, :], rest_h)
+    return out
+
+
+# --- weights -------------------------------------------------------------------------------------
+def prune_weights(weight_bones, weight_values, max_influences: int = MAX_INFLUENCES) -> tuple[np.ndarray, np.ndarray]:
+    """The ``max_influences`` largest weights per vertex, renormalised to sum 1 ([V,max] each;
+    unused slots: bone 0, weight 0). Slots are sorted by decreasing weight."""
+    bones = np.asarray(weight_bones, np.int32)
+    values = np.asarray(weight_values, np.float64)
+    if values.shape[1] < max_influences:
+        pad = max_influences - values.shape[1]
+        bones = np.pad(bones, ((0, 0), (0, pad)))
+        values = np.pad(values, ((0, 0), (0, pad)))
+    order = np.argsort(-values, axis=1, kind="stable")[:, :max_influences]
+    kept_b = np.take_along_axis(bones, order, 1)
+    kept_w = np.take_along_axis(values, order, 1)
+    total = kept_w.sum(axis=1, keepdims=True)
+    if np.any(total <= 0):
+        raise BodyError(f"{int(np.count_nonzero(total <= 0))} vertices have no skin weight")
+    kept_w = kept_w / total
+    kept_b = np.where(kept_w > 0, kept_b, 0)
+    return kept_b.astype(np.int32), kept_w.astype(np.float32)
+
+
+# --- joints ------------------------------------------------------------------------------------
+def fit_joints(template: BodyTemplate, fit: BodyFit, person_id: int) -> dict:
+    """{name: Joint} of one fitted person (camera frame), names the joints file accepts."""
+    from .geometry.joints_io import KNOWN_NAMES
+    from .geometry.types import Joint
+
+    i = fit.index(person_id)
+    return {name: Joint(name, fit.joints[i, j].astype(np.float64), bool(fit.joints_estimated[i, j]))
+            for j, name in enumerate(template.joint_names) if name in KNOWN_NAMES}
+
+
+def mirror_asymmetry(points: np.ndarray, names, left: str = ".L", right: str = ".R") -> float:
+    """Largest distance (m) between a left point and its right partner mirrored through X = 0
+    (model frame), over names ending in ``left``/``right``; 0 when there are no pairs."""
+    index = {n: i for i, n in enumerate(names)}
+    pts = np.asarray(points, np.float64)
+    worst = 0.0
+    for name, i in index.items():
+        if name.endswith(left) and name[: -len(left)] + right in index:
+            mirrored = pts[index[name[: -len(left)] + right]] * np.array([-1.0, 1.0, 1.0])
+            worst = max(worst, float(np.linalg.norm(pts[i] - mirrored)))
+    return worst

@@ -1,0 +1,248 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the photo adds to a fitted body (numpy only): which vertices the camera sees, the
+``clothed`` layer (the photo's clothing and hair thickness carried onto the body and continued
+around its hidden side) and the texture baked into the body's UV layout.
+
+Everything here works on one person's posed body in the camera frame (OpenCV, metres).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .maps import Maps, points_from_depth
+
+# Classes whose observed surface lies outside the body (never inside): the clothed layer.
+DRESSED_CLASSES = frozenset({"Apparel", "Upper_Clothing", "Lower_Clothing", "Hair", "Left_Shoe", "Right_Shoe",
+                             "Left_Sock", "Right_Sock"})
+MAX_THICKNESS = 0.12  # m: an observed surface farther out than this belongs to something else
+OCCLUSION_TOLERANCE = 0.015  # m: a point this close behind the nearest body surface still counts as seen
+FACING_MIN = 0.05  # cosine: surfaces seen this edge-on give no reliable photo pixel
+SKIN_FILL = np.array([196, 160, 140], np.uint8)  # neutral skin where nothing better is known
+RASTER_CHUNK = 4_000_000  # candidate pixels per rasteriser pass (bounds memory)
+
+
+# --- mesh helpers ------------------------------------------------------------------------------
+def vertex_normals(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """Area-weighted unit vertex normals [V,3] (outward for counter-clockwise faces)."""
+    v = np.asarray(vertices, np.float64)
+    f = np.asarray(faces, np.int64)
+    face_n = np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])
+    out = np.zeros_like(v)
+    for k in range(3):
+        for axis in range(3):
+            out[:, axis] += np.bincount(f[:, k], face_n[:, axis], minlength=len(v))
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def mesh_edges(faces: np.ndarray) -> np.ndarray:
+    """Unique undirected edges [E,2] of a triangle mesh."""
+    f = np.asarray(faces, np.int64)
+    e = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])
+    return np.unique(np.sort(e, axis=1), axis=0)
+
+
+def _neighbour_sum(values: np.ndarray, edges: np.ndarray, n: int) -> np.ndarray:
+    return (np.bincount(edges[:, 0], values[edges[:, 1]], minlength=n)
+            + np.bincount(edges[:, 1], values[edges[:, 0]], minlength=n))
+
+
+# --- rasterisation -----------------------------------------------------------------------------
+def rasterize(tri_xy: np.ndarray, width: int, height: int):
+    """Pixel centres (col + 0.5, row + 0.5) covered by each 2D triangle [F,3,2].
+
+    Returns (rows, cols, face index, barycentrics [N,3]) for every covered (pixel, triangle);
+    a pixel covered by several triangles appears once per triangle. Vectorised: each triangle's
+    bounding box is expanded into candidate pixels in chunks, then kept by its edge functions.
+    """
+    tri = np.asarray(tri_xy, np.float64)
+    lo = np.ceil(tri.min(axis=1) - 0.5).astype(np.int64)
+    hi = np.floor(tri.max(axis=1) - 0.5).astype(np.int64)
+    lo = np.maximum(lo, 0)
+    hi = np.minimum(hi, [width - 1, height - 1])
+    nx, ny = hi[:, 0] - lo[:, 0] + 1, hi[:, 1] - lo[:, 1] + 1
+    a, b, c = tri[:, 0], tri[:, 1], tri[:, 2]
+    area = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
+    live = np.flatnonzero((nx > 0) & (ny > 0) & (np.abs(area) > 1e-12))
+    counts = (nx * ny)[live]
+    out = ([], [], [], [])
+    splits = np.searchsorted(np.cumsum(counts), np.arange(RASTER_CHUNK, max(counts.sum(), 1), RASTER_CHUNK))
+    for faces in np.split(live, splits):  # chunks of about RASTER_CHUNK candidate pixels
+        if not len(faces):
+            continue
+        cnt = nx[faces] * ny[faces]
+        face = np.repeat(faces, cnt)
+        local = np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        col = lo[face, 0] + local % nx[face]
+        row = lo[face, 1] + local // nx[face]
+        px, py = col + 0.5, row + 0.5
+        fa, fb, fc, far = a[face], b[face], c[face], area[face]
+        w0 = ((fb[:, 0] - px) * (fc[:, 1] - py) - (fb[:, 1] - py) * (fc[:, 0] - px)) / far
+        w1 = ((fc[:, 0] - px) * (fa[:, 1] - py) - (fc[:, 1] - py) * (fa[:, 0] - px)) / far
+        w2 = 1.0 - w0 - w1
+        inside = (w0 >= -1e-9) & (w1 >= -1e-9) & (w2 >= -1e-9)
+        out[0].append(row[inside])
+        out[1].append(col[inside])
+        out[2].append(face[inside])
+        out[3].append(np.stack([w0, w1, w2], 1)[inside])
+    if not out[0]:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3))
+    return tuple(np.concatenate(x) for x in out)
+
+
+def project(points: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
+    """Camera-frame points [N,3] -> pixel coordinates [N,2] (x right, y down; centres at +0.5)."""
+    k = np.asarray(intrinsics, np.float64)
+    p = np.asarray(points, np.float64)
+    z = np.where(np.abs(p[:, 2]) < 1e-9, 1e-9, p[:, 2])
+    return np.stack([k[0, 0] * p[:, 0] / z + k[0, 2], k[1, 1] * p[:, 1] / z + k[1, 2]], 1)
+
+
+def depth_buffer(vertices: np.ndarray, faces: np.ndarray, intrinsics, width: int, height: int) -> np.ndarray:
+    """Nearest depth [H,W] of the mesh per pixel (inf where it does not cover the pixel)."""
+    v = np.asarray(vertices, np.float64)
+    f = np.asarray(faces, np.int64)
+    xy = project(v, intrinsics)
+    front = (v[f, 2] > 1e-3).all(axis=1)
+    rows, cols, face, bary = rasterize(xy[f[front]], width, height)
+    z = np.einsum("nk,nk->n", bary, v[f[front][face], 2])
+    zbuf = np.full(height * width, np.inf)
+    np.minimum.at(zbuf, rows * width + cols, z)
+    return zbuf.reshape(height, width)
+
+
+# --- visibility --------------------------------------------------------------------------------
+def visible_vertices(vertices, faces, normals, intrinsics, width, height, zbuf=None) -> tuple[np.ndarray, np.ndarray]:
+    """(seen [V] bool, pixel [V,2] row/col) for the camera: facing it, inside the image, and not
+    behind the body's own nearer surface."""
+    v = np.asarray(vertices, np.float64)
+    if zbuf is None:
+        zbuf = depth_buffer(v, faces, intrinsics, width, height)
+    xy = project(v, intrinsics)
+    col, row = np.floor(xy[:, 0]).astype(np.int64), np.floor(xy[:, 1]).astype(np.int64)
+    inside = (v[:, 2] > 1e-3) & (col >= 0) & (col < width) & (row >= 0) & (row < height)
+    view = -v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    facing = np.einsum("ij,ij->i", normals, view) > FACING_MIN
+    r, c = row.clip(0, height - 1), col.clip(0, width - 1)
+    unoccluded = v[:, 2] <= zbuf[r, c] + OCCLUSION_TOLERANCE
+    return inside & facing & unoccluded, np.stack([r, c], 1)
+
+
+# --- the clothed layer -------------------------------------------------------------------------
+def observed_points(maps: Maps) -> np.ndarray | None:
+    """Camera-frame points [H,W,3] of the photo's surface (NaN where unknown), or None."""
+    if maps.pointmap is not None:
+        return np.asarray(maps.pointmap, np.float64)
+    depth = np.asarray(maps.depth, np.float64)
+    if not np.isfinite(depth).any():
+        return None
+    return points_from_depth(depth, maps.intrinsics).astype(np.float64)
+
+
+def clothing_thickness(maps: Maps, person_id: int, vertices, faces, vertex_parts,
+                       iterations: int = 300, anchor: float = 4.0) -> tuple[np.ndarray, dict]:
+    """Per body vertex, how far (m, >= 0) the photo's clothing/hair lies outside the posed body.
+
+    Seen vertices (``visible_vertices``) take the offset along their normal to the observed
+    surface where the segmentation says clothing or hair, 0 where it says skin. The rest of every
+    body part the camera saw any of gets a smooth continuation (diffusion over the mesh graph,
+    seen values as soft anchors), so the thickness wraps round the hidden side; parts the photo
+    does not show stay bare. Returns (thickness [V], report).
+    """
+    v = np.asarray(vertices, np.float64)
+    n_verts = len(v)
+    normals = vertex_normals(v, faces)
+    points = observed_points(maps)
+    report = {"seen_vertices": 0, "dressed_vertices": 0}
+    if points is None:
+        report["note"] = "no depth in the maps: the clothed layer needs depth, the body is left bare"
+        return np.zeros(n_verts), report
+    seen, pix = visible_vertices(v, faces, normals, maps.intrinsics, maps.width, maps.height)
+    r, c = pix[:, 0], pix[:, 1]
+    obs = points[r, c]
+    same_person = np.asarray(maps.mask)[r, c] == person_id
+    dressed_ids = [i for i, name in enumerate(maps.part_names) if name in DRESSED_CLASSES]
+    dressed = np.isin(np.asarray(maps.parts)[r, c], dressed_ids)
+    offset = np.einsum("ij,ij->i", obs - v, normals)
+    known = seen & same_person & np.isfinite(offset) & (offset < MAX_THICKNESS)
+    value = np.where(dressed, np.clip(np.nan_to_num(offset), 0.0, MAX_THICKNESS), 0.0)
+    # Parts of the body the photo shows nothing of stay bare: anchor them at 0.
+    parts = np.asarray(vertex_parts, np.int64)
+    seen_parts = np.unique(parts[known])
+    unseen_part = ~np.isin(parts, seen_parts)
+    value = np.where(known, value, 0.0)
+    weight = np.where(known | unseen_part, anchor, 0.0)
+    report.update(seen_vertices=int(known.sum()), dressed_vertices=int((known & dressed & (value > 0)).sum()))
+    if not known.any():
+        return np.zeros(n_verts), report
+    edges = mesh_edges(faces)
+    degree = np.bincount(edges.ravel(), minlength=n_verts).astype(np.float64)
+    # Start the hidden vertices from their nearest anchor (front propagation), then diffuse.
+    d = value.copy()
+    filled = weight > 0
+    for _ in range(n_verts):
+        if filled.all():
+            break
+        total = _neighbour_sum(np.where(filled, d, 0.0), edges, n_verts)
+        count = _neighbour_sum(filled.astype(np.float64), edges, n_verts)
+        grow = ~filled & (count > 0)
+        if not grow.any():
+            break
+        d[grow] = total[grow] / count[grow]
+        filled |= grow
+    for _ in range(iterations):
+        d = (weight * value + _neighbour_sum(d, edges, n_verts)) / (weight + degree)
+    return np.clip(d, 0.0, MAX_THICKNESS), report
+
+
+# --- the texture -------------------------------------------------------------------------------
+def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_parts=None,
+                 size: int = 1024, pad: int = 4) -> tuple[np.ndarray, dict]:
+    """The photo projected onto what the camera sees of the posed body, baked into its UV layout.
+
+    Returns (RGB uint8 [size,size,3], row 0 = top = v 1; report). Texels the camera does not see
+    take the median seen colour of the same body part (``face_parts``), else a neutral skin
+    colour; ``pad`` texels of padding round every UV island keep seams clean under filtering.
+    """
+    v = np.asarray(vertices, np.float64)
+    f = np.asarray(faces, np.int64)
+    uv_tex = np.stack([np.asarray(uv, np.float64)[:, 0] * size, (1.0 - np.asarray(uv, np.float64)[:, 1]) * size], 1)
+    rows, cols, face, bary = rasterize(uv_tex[np.asarray(face_uv, np.int64)], size, size)
+    point = np.einsum("nk,nkj->nj", bary, v[f[face]])
+    tri = v[f]
+    face_normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    face_normal /= np.maximum(np.linalg.norm(face_normal, axis=1, keepdims=True), 1e-12)
+    view = -point / np.maximum(np.linalg.norm(point, axis=1, keepdims=True), 1e-12)
+    facing = np.einsum("ij,ij->i", face_normal[face], view) > FACING_MIN
+    zbuf = depth_buffer(v, f, maps.intrinsics, maps.width, maps.height)
+    xy = project(point, maps.intrinsics)
+    pc, pr = np.floor(xy[:, 0]).astype(np.int64), np.floor(xy[:, 1]).astype(np.int64)
+    inside = (pc >= 0) & (pc < maps.width) & (pr >= 0) & (pr < maps.height) & (point[:, 2] > 1e-3)
+    pr, pc = pr.clip(0, maps.height - 1), pc.clip(0, maps.width - 1)
+    seen = (inside & facing & (point[:, 2] <= zbuf[pr, pc] + OCCLUSION_TOLERANCE)
+            & (np.asarray(maps.mask)[pr, pc] == person_id))
+    image = np.asarray(maps.image)
+    texture = np.zeros((size, size, 3), np.uint8)
+    covered = np.zeros((size, size), bool)
+    # Fill first (part median, else skin), then the seen texels on top.
+    parts = np.zeros(len(f), np.int64) if face_parts is None else np.asarray(face_parts, np.int64)
+    colours = image[pr[seen], pc[seen]]
+    fill = np.tile(SKIN_FILL, (len(face), 1))
+    seen_parts = parts[face[seen]]
+    for part in np.unique(seen_parts):  # one median per part (a few dozen parts)
+        fill[parts[face] == part] = np.median(colours[seen_parts == part], axis=0).astype(np.uint8)
+    texture[rows, cols] = fill
+    texture[rows[seen], cols[seen]] = colours
+    covered[rows, cols] = True
+    for _ in range(pad):  # grow the islands by one texel per pass
+        grown = texture.copy()
+        new = np.zeros_like(covered)
+        for dr, dc in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            src = np.roll(covered, (dr, dc), (0, 1))
+            take = src & ~covered & ~new
+            grown[take] = np.roll(texture, (dr, dc), (0, 1))[take]
+            new |= take
+        texture, covered = grown, covered | new
+    texture[~covered] = SKIN_FILL
+    report = {"texels": int(len(rows)), "seen_texels": int(seen.sum()), "size": size}
+    return texture, report
