@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Fitted bodies with known truth: the fit's own body model (anny) evaluated for chosen poses,
+shapes and placements, stored as a BodyTemplate + BodyFit, and ray-cast into exact maps.
+
+Test-only code (torch, anny, trimesh): the product's Blender side never imports them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+import scenes  # tests/groundtruth
+from sapiens_blender.core.body import BodyFit, BodyTemplate, attach_body
+from sapiens_blender.core.body_surface import vertex_normals
+from sapiens_blender.core.goliath import PART_NAMES_SAPIENS2
+from sapiens_blender.core.maps import Maps
+
+# Rotation vectors (radians, each bone's rest frame, relative to its parent) per pose.
+POSES = {
+    "rest": {},
+    "bent": {"upperarm01.L": (0.0, 0.0, 0.6), "lowerarm01.L": (-1.0, 0.0, 0.0),
+             "upperarm01.R": (0.5, 0.0, 0.0), "lowerleg01.R": (0.7, 0.0, 0.0),
+             "upperleg01.L": (-0.4, 0.0, 0.0), "neck01": (0.0, 0.0, 0.2)},
+}
+SHAPES = {"average": (0.5, 0.5, 0.5, 0.5, 0.5, 0.5), "heavy": (0.0, 0.5, 0.6, 0.85, 0.8, 0.5)}
+# name -> list of people (pose, shape, yaw degrees, position of the body's centre in the camera)
+SPECS = {
+    "standing": [("bent", "average", 20.0, (0.0, 0.0, 3.2))],
+    "rest": [("rest", "average", 0.0, (0.0, 0.0, 3.2))],
+    "two": [("bent", "average", 10.0, (-0.45, 0.0, 3.4)), ("rest", "heavy", -15.0, (0.55, 0.05, 4.2))],
+    "dressed": [("bent", "average", 0.0, (0.0, 0.0, 3.2))],
+}
+DRESS = 0.025  # m: the dressed scene's clothing thickness over the torso and upper legs
+DRESSED_PARTS = {"Torso": "Upper_Clothing", "Left_Upper_Leg": "Lower_Clothing",
+                 "Right_Upper_Leg": "Lower_Clothing"}
+
+
+@dataclass
+class BodyScene:
+    maps: Maps  # with the template and the fit attached (extras)
+    template: BodyTemplate
+    fit: BodyFit
+
+
+def _body_model():
+    from inference_server.fit.body_model import BodyModel
+
+    return BodyModel.load()
+
+
+def _placement(yaw_deg: float, position, centre) -> np.ndarray:
+    yaw = np.radians(yaw_deg)
+    rz = np.array([[np.cos(yaw), -np.sin(yaw), 0], [np.sin(yaw), np.cos(yaw), 0], [0, 0, 1]])
+    rot = scenes.ANNY_TO_CAMERA @ rz
+    out = np.eye(4)
+    out[:3, :3] = rot
+    out[:3, 3] = np.asarray(position, np.float64) - rot @ centre
+    return out
+
+
+def make(name: str, size=(320, 240)) -> BodyScene:
+    body = _body_model()
+    template = BodyTemplate.from_arrays(body.template())
+    people = SPECS[name]
+    n_bones = template.num_bones
+    rot = np.zeros((len(people), n_bones, 3), np.float32)
+    for i, (pose, _, _, _) in enumerate(people):
+        for bone, vec in POSES[pose].items():
+            rot[i, template.bone_names.index(bone)] = vec
+    phen = np.array([SHAPES[shape] for _, shape, _, _ in people], np.float32)
+    # Place each body so its posed centre lands at the given position.
+    first = body.evaluate(rot, phen, np.tile(np.eye(4, dtype=np.float32), (len(people), 1, 1)))
+    placement = np.stack([
+        _placement(yaw, pos, 0.5 * (first["vertices"][i].min(0) + first["vertices"][i].max(0)))
+        for i, (_, _, yaw, pos) in enumerate(people)]).astype(np.float32)
+    out = body.evaluate(rot, phen, placement)
+    n_joints = out["joints"].shape[1]
+    fit = BodyFit(
+        body_version=str(out["body_version"]), person_ids=np.arange(1, len(people) + 1, dtype=np.int32),
+        phenotypes=out["phenotypes"], rest_vertices=out["rest_vertices"],
+        rest_bone_matrices=out["rest_bone_matrices"], rest_bone_tails=out["rest_bone_tails"],
+        bone_matrices=out["bone_matrices"], placement=out["placement"], vertices=out["vertices"],
+        joints=out["joints"], joints_estimated=np.zeros((len(people), n_joints), bool),
+        reports=tuple(json.dumps({"scene": name}) for _ in people),
+    ).validate(template)
+    maps = _render(template, fit, name, size)
+    attach_body(maps, template, fit)
+    return BodyScene(maps, template, fit)
+
+
+def _render(template: BodyTemplate, fit: BodyFit, name: str, size) -> Maps:
+    faces = template.faces.astype(np.int64)
+    vparts = template.vertex_parts
+    face_class = np.where(vparts[faces[:, 1]] == vparts[faces[:, 2]], vparts[faces[:, 1]], vparts[faces[:, 0]])
+    bodies = []
+    for i in range(len(fit.person_ids)):
+        verts = fit.vertices[i].astype(np.float64)
+        cls = face_class.copy()
+        if name == "dressed":  # clothing: the torso and thighs pushed out and labelled as clothes
+            names = template.part_names
+            dressed_v = np.isin(vparts, [names.index(p) for p in DRESSED_PARTS])
+            verts = verts + DRESS * dressed_v[:, None] * vertex_normals(verts, faces)
+            for part, cloth in DRESSED_PARTS.items():
+                cls[cls == names.index(part)] = PART_NAMES_SAPIENS2.index(cloth)
+        joints = {n: fit.joints[i, j].astype(np.float64) for j, n in enumerate(template.joint_names)
+                  if not n.endswith(("joint", "2", "3", "4"))}
+        joints["neck"] = 0.5 * (joints["left_shoulder"] + joints["right_shoulder"])
+        bodies.append(scenes.Body(verts, faces, cls, joints, 1.7))
+    scene = scenes.render(bodies, size)
+    return scene.maps
