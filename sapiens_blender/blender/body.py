@@ -196,8 +196,8 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
         report["clothing"] = dict(dress, max_thickness_m=round(float(thickness.max()), 4))
         if dress.get("note"):
             report["warnings"].append(dress["note"])
-        rest = rest + thickness[:, None] * body_surface.vertex_normals(rest, faces)
-        posed = posed + thickness[:, None] * body_surface.vertex_normals(posed, faces)
+        rest = body_surface.dress(rest, faces, thickness)
+        posed = body_surface.dress(posed, faces, thickness)
     names, parents = retarget_rig(template.bone_names, template.bone_parents, rig_names)
     obj = build_body_mesh(rest, faces, template.uv, template.face_uv, label, collection)
     obj[BODY_MODE] = mode

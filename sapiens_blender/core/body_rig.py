@@ -3,7 +3,7 @@
 a Mixamo skeleton or the UE5 mannequin (``--rig-names``). numpy + stdlib only.
 
 Each main bone of the target rig is one of anny's bones (table below). Re-parenting makes every
-main bone's parent its nearest main ancestor, so the chains are exactly the target's (anny's
+main bone's parent its nearest main ancestor (twist bones excepted), so the chains are exactly the target's (anny's
 extra bones, e.g. twist and intermediate spine bones, keep their names and parents and follow
 along). Re-parenting changes no rest or pose matrix in armature space: the skin is unchanged.
 How each table was checked: docs/body.md.
@@ -51,6 +51,8 @@ for _n, _rigify, _mixamo, _unreal in _FINGERS:
     if _n > 1:  # anny's metacarpal1..4 carry the index..pinky fingers
         _MAIN_BONES.append((f"metacarpal{_n - 1}{{s}}", f"palm.0{_n - 1}{{s}}", None, f"{_unreal}_metacarpal{{s}}"))
 
+# Twist bones are renamed where the target has them, but a chain never runs through them.
+_TWIST = ("upperarm02", "lowerarm02", "upperleg02", "lowerleg02")
 _SIDES = {"anny": (".L", ".R"), "rigify": (".L", ".R"), "mixamo": ("Left", "Right"), "unreal": ("_l", "_r")}
 # Where the target hangs a main bone elsewhere than its nearest main ancestor (anny child -> parent).
 _EXTRA_PARENTS = {"rigify": {"finger1-1{s}": "metacarpal1{s}"}}  # Rigify's thumb hangs on palm.01
@@ -94,7 +96,7 @@ def retarget_rig(bone_names, bone_parents, rig: str) -> tuple[list[str], np.ndar
             parents[i] = index[extra[anny_name]]
             continue
         p = original[i]
-        while p >= 0 and names[p] not in table:
+        while p >= 0 and (names[p] not in table or names[p].startswith(_TWIST)):
             p = original[p]
         if p >= 0:
             parents[i] = p

@@ -18,6 +18,7 @@ DRESSED_CLASSES = frozenset({"Apparel", "Upper_Clothing", "Lower_Clothing", "Hai
 MAX_THICKNESS = 0.12  # m: an observed surface farther out than this belongs to something else
 OCCLUSION_TOLERANCE = 0.015  # m: a point this close behind the nearest body surface still counts as seen
 FACING_MIN = 0.05  # cosine: surfaces seen this edge-on give no reliable photo pixel
+MEASURE_FACING = 0.35  # cosine: below it the offset to the observed surface is underestimated
 SKIN_FILL = np.array([196, 160, 140], np.uint8)  # neutral skin where nothing better is known
 RASTER_CHUNK = 4_000_000  # candidate pixels per rasteriser pass (bounds memory)
 
@@ -45,6 +46,24 @@ def mesh_edges(faces: np.ndarray) -> np.ndarray:
 def _neighbour_sum(values: np.ndarray, edges: np.ndarray, n: int) -> np.ndarray:
     return (np.bincount(edges[:, 0], values[edges[:, 1]], minlength=n)
             + np.bincount(edges[:, 1], values[edges[:, 0]], minlength=n))
+
+
+def dressing_normals(vertices: np.ndarray, faces: np.ndarray, iterations: int = 10) -> np.ndarray:
+    """Directions to lay clothing along: normals of the body smoothed over the mesh graph, so
+    that cloth bridges narrow grooves (the spine, between the buttocks) instead of pushing a
+    groove's sides through each other as the raw normals would."""
+    v = np.asarray(vertices, np.float64)
+    edges = mesh_edges(faces)
+    degree = np.maximum(np.bincount(edges.ravel(), minlength=len(v)), 1)[:, None]
+    smooth = v.copy()
+    for _ in range(iterations):
+        smooth = 0.5 * smooth + 0.5 * np.stack([_neighbour_sum(smooth[:, k], edges, len(v)) for k in range(3)], 1) / degree
+    return vertex_normals(smooth, faces)
+
+
+def dress(vertices: np.ndarray, faces: np.ndarray, thickness: np.ndarray) -> np.ndarray:
+    """The body with its clothing layer: each vertex moved out by its thickness."""
+    return np.asarray(vertices, np.float64) + np.asarray(thickness)[:, None] * dressing_normals(vertices, faces)
 
 
 # --- rasterisation -----------------------------------------------------------------------------
@@ -140,14 +159,16 @@ def observed_points(maps: Maps) -> np.ndarray | None:
 
 
 def clothing_thickness(maps: Maps, person_id: int, vertices, faces, vertex_parts,
-                       iterations: int = 300, anchor: float = 4.0) -> tuple[np.ndarray, dict]:
+                       iterations: int = 200) -> tuple[np.ndarray, dict]:
     """Per body vertex, how far (m, >= 0) the photo's clothing/hair lies outside the posed body.
 
     Seen vertices (``visible_vertices``) take the offset along their normal to the observed
-    surface where the segmentation says clothing or hair, 0 where it says skin. The rest of every
-    body part the camera saw any of gets a smooth continuation (diffusion over the mesh graph,
-    seen values as soft anchors), so the thickness wraps round the hidden side; parts the photo
-    does not show stay bare. Returns (thickness [V], report).
+    surface where the segmentation says clothing or hair, 0 where it says skin. Hidden vertices
+    of the body parts the camera saw get two smooth continuations over the mesh graph: how
+    likely they are dressed (seen dressed = 1, seen skin = 0) and how thick the seen clothing
+    around them is; their thickness is the product, so the front's clothing wraps round the back
+    and stops where the seen skin starts. Parts the photo does not show stay bare.
+    Returns (thickness [V], report).
     """
     v = np.asarray(vertices, np.float64)
     n_verts = len(v)
@@ -159,40 +180,53 @@ def clothing_thickness(maps: Maps, person_id: int, vertices, faces, vertex_parts
         return np.zeros(n_verts), report
     seen, pix = visible_vertices(v, faces, normals, maps.intrinsics, maps.width, maps.height)
     r, c = pix[:, 0], pix[:, 1]
-    obs = points[r, c]
+    offset = np.einsum("ij,ij->i", points[r, c] - v, normals)
     same_person = np.asarray(maps.mask)[r, c] == person_id
     dressed_ids = [i for i, name in enumerate(maps.part_names) if name in DRESSED_CLASSES]
     dressed = np.isin(np.asarray(maps.parts)[r, c], dressed_ids)
-    offset = np.einsum("ij,ij->i", obs - v, normals)
     known = seen & same_person & np.isfinite(offset) & (offset < MAX_THICKNESS)
-    value = np.where(dressed, np.clip(np.nan_to_num(offset), 0.0, MAX_THICKNESS), 0.0)
-    # Parts of the body the photo shows nothing of stay bare: anchor them at 0.
-    parts = np.asarray(vertex_parts, np.int64)
-    seen_parts = np.unique(parts[known])
-    unseen_part = ~np.isin(parts, seen_parts)
-    value = np.where(known, value, 0.0)
-    weight = np.where(known | unseen_part, anchor, 0.0)
-    report.update(seen_vertices=int(known.sum()), dressed_vertices=int((known & dressed & (value > 0)).sum()))
-    if not known.any():
+    thick = np.clip(np.nan_to_num(offset), 0.0, MAX_THICKNESS)
+    view = -v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    measured = np.einsum("ij,ij->i", normals, view) > MEASURE_FACING
+    seen_dressed = known & dressed & measured
+    report.update(seen_vertices=int(known.sum()), dressed_vertices=int(seen_dressed.sum()))
+    if not seen_dressed.any():
         return np.zeros(n_verts), report
+    parts = np.asarray(vertex_parts, np.int64)
+    unseen_part = ~np.isin(parts, np.unique(parts[known]))
     edges = mesh_edges(faces)
-    degree = np.bincount(edges.ravel(), minlength=n_verts).astype(np.float64)
-    # Start the hidden vertices from their nearest anchor (front propagation), then diffuse.
-    d = value.copy()
-    filled = weight > 0
-    for _ in range(n_verts):
-        if filled.all():
-            break
-        total = _neighbour_sum(np.where(filled, d, 0.0), edges, n_verts)
-        count = _neighbour_sum(filled.astype(np.float64), edges, n_verts)
+    # Probability of being dressed: seen vertices and unseen parts are fixed, the rest diffuse.
+    is_dressed = diffuse(np.where(known & dressed, 1.0, 0.0), known | unseen_part, edges, iterations)
+    # Thickness of the nearby clothing: only the seen dressed vertices are anchors.
+    thickness = diffuse(np.where(seen_dressed, thick, 0.0), seen_dressed, edges, iterations)
+    # Sharpen the probability: the hidden side is dressed or not, with a short smooth seam.
+    x = np.clip((is_dressed - 0.3) / 0.4, 0.0, 1.0)
+    out = np.where(seen_dressed, thick, x * x * (3.0 - 2.0 * x) * thickness)
+    return np.clip(out, 0.0, MAX_THICKNESS), report
+
+
+def diffuse(values: np.ndarray, fixed: np.ndarray, edges: np.ndarray, iterations: int) -> np.ndarray:
+    """Harmonic continuation of ``values`` from the ``fixed`` vertices over the mesh graph:
+    free vertices start from their nearest fixed neighbour (a front grown one ring per pass),
+    then relax to the mean of their neighbours (Jacobi) ``iterations`` times."""
+    n = len(values)
+    d = np.where(fixed, values, 0.0).astype(np.float64)
+    if not fixed.any():
+        return d
+    filled = fixed.copy()
+    while not filled.all():
+        total = _neighbour_sum(np.where(filled, d, 0.0), edges, n)
+        count = _neighbour_sum(filled.astype(np.float64), edges, n)
         grow = ~filled & (count > 0)
         if not grow.any():
-            break
+            break  # a piece of mesh with no fixed vertex
         d[grow] = total[grow] / count[grow]
         filled |= grow
+    degree = np.maximum(np.bincount(edges.ravel(), minlength=n), 1).astype(np.float64)
+    free = ~fixed & filled
     for _ in range(iterations):
-        d = (weight * value + _neighbour_sum(d, edges, n_verts)) / (weight + degree)
-    return np.clip(d, 0.0, MAX_THICKNESS), report
+        d = np.where(free, _neighbour_sum(d, edges, n) / degree, d)
+    return d
 
 
 # --- the texture -------------------------------------------------------------------------------

@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The numpy side of the fitted body: data round-trips, cache, pose, weights, rig names, the
+clothed layer and the texture, on bodies made by the fit's own body model."""
+
+import json
+
+import numpy as np
+import pytest
+
+from sapiens_blender.core import body as core_body
+from sapiens_blender.core import body_surface as bs
+from sapiens_blender.core.body import BodyError, BodyFit, BodyTemplate
+from sapiens_blender.core.body_rig import RIG_NAMES, rename_table, retarget_rig
+from sapiens_blender.core.geometry import joints_io
+from sapiens_blender.core.maps import Maps
+
+
+def test_template_and_fit_round_trip_through_a_maps_npz(body_scene, tmp_path):
+    scene = body_scene("two")
+    path = scene.maps.save(tmp_path / "two.npz")
+    template, fit = core_body.body_from_maps(Maps.load(path))
+    assert template.body_version == scene.template.body_version and template.bone_names == scene.template.bone_names
+    for name in ("faces", "uv", "face_uv", "weight_bones", "weight_values", "vertex_parts"):
+        assert np.array_equal(getattr(template, name), getattr(scene.template, name)), name
+    for name in ("person_ids", "rest_bone_matrices", "bone_matrices", "placement", "vertices", "joints"):
+        assert np.array_equal(getattr(fit, name), getattr(scene.fit, name)), name
+    assert fit.report(2) == {"scene": "two"}
+    assert "body_version" in np.load(path).files and "fit_body_version" in np.load(path).files
+
+
+def test_malformed_fits_get_clear_errors(body_scene):
+    scene = body_scene("standing")
+    arrays = scene.fit.to_arrays()
+    bad = dict(arrays, vertices=arrays["vertices"][:, :100])
+    with pytest.raises(BodyError, match="vertices must have shape"):
+        BodyFit.from_arrays(bad)
+    with pytest.raises(BodyError, match="made for body model"):
+        BodyFit.from_arrays(dict(arrays, body_version=np.array("other/1")), template=scene.template)
+    with pytest.raises(BodyError, match="missing: rest_vertices"):
+        BodyFit.from_arrays({k: v for k, v in arrays.items() if k != "rest_vertices"})
+    t = scene.template.to_arrays()
+    with pytest.raises(BodyError, match="parent must come before"):
+        BodyTemplate.from_arrays(dict(t, bone_parents=np.roll(t["bone_parents"], 1)))
+    with pytest.raises(BodyError, match="no person 7"):
+        scene.fit.index(7)
+
+
+def test_template_cache_is_keyed_by_version_and_written_atomically(body_scene, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    template = body_scene("standing").template
+    assert core_body.load_cached_template(template.body_version) is None
+    path = core_body.save_cached_template(template)
+    assert path.parent == tmp_path / "sapiens_blender" / "body" and "/" not in path.name
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+    cached = core_body.load_cached_template(template.body_version)
+    assert np.array_equal(cached.faces, template.faces) and cached.joint_names == template.joint_names
+    assert core_body.load_cached_template("anny-9/anny/9") is None
+    path.write_bytes(b"damaged")
+    assert core_body.load_cached_template(template.body_version) is None  # fetched again, no crash
+
+
+def test_local_quaternions_rebuild_the_pose_and_keep_continuous_signs(body_scene):
+    scene = body_scene("standing")
+    t, f = scene.template, scene.fit
+    rest, pose = f.rest_bone_matrices[0].astype(np.float64), f.bone_matrices[0].astype(np.float64)
+    quats, locs = core_body.local_pose_quaternions(rest, pose, t.bone_parents)
+    assert np.all(quats[:, 0] >= 0) and np.allclose(np.linalg.norm(quats, axis=1), 1)
+    # Forward kinematics with the quaternions (as Blender does) gives the pose back.
+    w, x, y, z = quats.T
+    rot = np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w),
+                    2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w),
+                    2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], 1).reshape(-1, 3, 3)
+    basis = np.tile(np.eye(4), (len(rot), 1, 1))
+    basis[:, :3, :3], basis[:, :3, 3] = rot, locs
+    world = np.zeros_like(pose)
+    for b, p in enumerate(t.bone_parents):
+        world[b] = (rest[b] if p < 0 else world[p] @ np.linalg.inv(rest[p]) @ rest[b]) @ basis[b]
+    assert np.abs(world - pose).max() < 1e-5
+    # A rotation by nearly 360 degrees about an axis comes out the short way (w >= 0).
+    angle = np.radians(350.0)
+    r = np.array([[1, 0, 0], [0, np.cos(angle), -np.sin(angle)], [0, np.sin(angle), np.cos(angle)]])
+    q = core_body.matrix_to_quaternion(r)
+    assert q[0] > 0 and np.isclose(q[0], np.cos(np.radians(5.0)))
+
+
+def test_rest_pose_is_mirror_symmetric_and_skinning_reproduces_the_fit(body_scene):
+    scene = body_scene("standing")
+    t, f = scene.template, scene.fit
+    heads = f.rest_bone_matrices[0, :, :3, 3]
+    assert core_body.mirror_asymmetry(heads, t.bone_names) < 0.01
+    skinned = core_body.skin_vertices(f.rest_vertices[0], f.rest_bone_matrices[0], f.bone_matrices[0],
+                                      t.weight_bones, t.weight_values)
+    placed = skinned @ f.placement[0, :3, :3].T.astype(np.float64) + f.placement[0, :3, 3]
+    assert np.abs(placed - f.vertices[0]).max() < 1e-4
+
+
+def test_weights_pruned_to_four_and_renormalised(body_scene):
+    t = body_scene("standing").template
+    assert t.weight_bones.shape[1] > 4 and (np.count_nonzero(t.weight_values, axis=1) > 4).any()
+    bones, values = core_body.prune_weights(t.weight_bones, t.weight_values)
+    assert bones.shape == (t.num_vertices, 4) and np.allclose(values.sum(1), 1, atol=1e-6)
+    assert np.all(np.diff(values, axis=1) <= 1e-7)  # largest first
+    # The kept weights are each vertex's four largest, all scaled by the same factor.
+    top = -np.sort(-t.weight_values, axis=1)[:, :4]
+    assert np.allclose(values, top / top.sum(1, keepdims=True), atol=1e-6)
+    rows = np.arange(t.num_vertices)[:, None]
+    dense = np.zeros((t.num_vertices, t.num_bones))
+    np.add.at(dense, (np.broadcast_to(rows, t.weight_bones.shape), t.weight_bones), t.weight_values)
+    assert np.allclose(dense[np.broadcast_to(rows, bones.shape), bones][values > 0],
+                       (values * top.sum(1, keepdims=True))[values > 0], atol=1e-6)
+
+
+MAIN = ["root", "spine05", "spine03", "spine01", "neck01", "head", "clavicle", "upperarm01", "lowerarm01", "wrist",
+        "upperleg01", "lowerleg01", "foot", "toe3-1"] + [f"finger{n}-{k}" for n in range(1, 6) for k in (1, 2, 3)]
+# Hierarchies of the targets, written from their published skeletons (child: parent, left side).
+MIXAMO_PARENTS = {"Spine": "Hips", "Spine1": "Spine", "Spine2": "Spine1", "Neck": "Spine2", "Head": "Neck",
+                  "LeftShoulder": "Spine2", "LeftArm": "LeftShoulder", "LeftForeArm": "LeftArm",
+                  "LeftHand": "LeftForeArm", "LeftUpLeg": "Hips", "LeftLeg": "LeftUpLeg", "LeftFoot": "LeftLeg",
+                  "LeftToeBase": "LeftFoot", "LeftEye": "Head",
+                  **{f"LeftHand{f}{k}": (f"LeftHand{f}{k - 1}" if k > 1 else "LeftHand")
+                     for f in ("Thumb", "Index", "Middle", "Ring", "Pinky") for k in (1, 2, 3)}}
+UNREAL_PARENTS = {"spine_01": "pelvis", "spine_02": "spine_01", "spine_03": "spine_02", "spine_04": "spine_03",
+                  "spine_05": "spine_04", "neck_01": "spine_05", "neck_02": "neck_01", "head": "neck_02",
+                  "clavicle_l": "spine_05", "upperarm_l": "clavicle_l", "upperarm_twist_01_l": "upperarm_l",
+                  "lowerarm_l": "upperarm_l", "lowerarm_twist_01_l": "lowerarm_l", "hand_l": "lowerarm_l",
+                  "thigh_l": "pelvis", "thigh_twist_01_l": "thigh_l", "calf_l": "thigh_l",
+                  "calf_twist_01_l": "calf_l", "foot_l": "calf_l", "ball_l": "foot_l",
+                  "thumb_01_l": "hand_l", "thumb_02_l": "thumb_01_l", "thumb_03_l": "thumb_02_l",
+                  **{f"{f}_metacarpal_l": "hand_l" for f in ("index", "middle", "ring", "pinky")},
+                  **{f"{f}_0{k}_l": (f"{f}_0{k - 1}_l" if k > 1 else f"{f}_metacarpal_l")
+                     for f in ("index", "middle", "ring", "pinky") for k in (1, 2, 3)}}
+
+
+@pytest.mark.parametrize("rig,expected", [("mixamo", MIXAMO_PARENTS), ("unreal", UNREAL_PARENTS)])
+def test_rig_names_map_every_main_bone_onto_the_target_hierarchy(body_scene, rig, expected):
+    t = body_scene("standing").template
+    names, parents = retarget_rig(t.bone_names, t.bone_parents, rig)
+    table = rename_table(rig)
+    for bone in MAIN:
+        for side in (".L", ".R") if bone[0] in "cuwlft" and bone not in ("head",) else ("",):
+            assert bone + side in table, f"{bone + side} is not mapped for {rig}"
+    prefix = "mixamorig:" if rig == "mixamo" else ""
+    parent_of = {n: (names[p] if p >= 0 else None) for n, p in zip(names, parents)}
+    for child, parent in expected.items():
+        assert parent_of[prefix + child] == prefix + parent, child
+        mirrored = child.replace("Left", "Right").replace("_l", "_r")
+        assert mirrored in [n.removeprefix(prefix) for n in names]
+    assert all(parents[i] < i for i in range(len(parents)))  # still parents before children
+    same_names, same_parents = retarget_rig(t.bone_names, t.bone_parents, "anny")
+    assert same_names == list(t.bone_names) and np.array_equal(same_parents, t.bone_parents)
+    with pytest.raises(ValueError, match="unknown rig names"):
+        rename_table("maya")
+    assert set(RIG_NAMES) == {"anny", "rigify", "mixamo", "unreal"}
+
+
+def test_clothed_layer_is_thicker_where_clothing_is_labelled_and_never_inside(body_scene):
+    import trimesh
+
+    from body_scenes import DRESS
+
+    scene = body_scene("dressed")
+    t, f = scene.template, scene.fit
+    posed = f.vertices[0].astype(np.float64)
+    thickness, report = bs.clothing_thickness(scene.maps, 1, posed, t.faces, t.vertex_parts)
+    names, parts = t.part_names, t.vertex_parts
+    facing = np.einsum("ij,ij->i", bs.vertex_normals(posed, t.faces), -posed / np.linalg.norm(posed, axis=1)[:, None])
+    torso = parts == names.index("Torso")
+    front, back = thickness[torso & (facing > 0.5)], thickness[torso & (facing < -0.3)]
+    assert 0.7 * DRESS < np.median(front) < 1.2 * DRESS, np.median(front)
+    assert np.median(back) > 0.5 * DRESS, "the hidden side of the shirt is dressed too"
+    for skin in ("Left_Lower_Arm", "Right_Lower_Arm", "Left_Lower_Leg", "Face_Neck"):
+        assert np.median(thickness[parts == names.index(skin)]) < 0.002, skin
+    assert thickness.min() >= 0 and report["dressed_vertices"] > 100
+    # A bare body gets (almost) nothing.
+    bare = body_scene("standing")
+    bare_thickness, _ = bs.clothing_thickness(bare.maps, 1, bare.fit.vertices[0], t.faces, t.vertex_parts)
+    assert bare_thickness.max() == 0.0
+    # Never inside: the dressed rest body's vertices lie outside (or on) the bare rest body.
+    rest = f.rest_vertices[0].astype(np.float64)
+    dressed = bs.dress(rest, t.faces, thickness)
+    moved = np.flatnonzero(thickness > 5e-4)
+    signed = trimesh.proximity.signed_distance(trimesh.Trimesh(rest, t.faces, process=False), dressed[moved])
+    assert signed.max() < 1e-4, f"{int((signed >= 1e-4).sum())} clothed vertices inside the body"
+
+
+def test_texture_takes_the_photo_where_seen_and_a_fill_elsewhere(body_scene):
+    scene = body_scene("standing")
+    t, f, maps = scene.template, scene.fit, scene.maps
+    tex, report = bs.bake_texture(maps, 1, f.vertices[0], t.faces, t.uv, t.face_uv, size=256)
+    assert tex.shape == (256, 256, 3) and tex.dtype == np.uint8
+    assert 0.2 < report["seen_texels"] / report["texels"] < 0.7  # the front of the body, not the back
+    body_colour = np.array([200, 170, 150])  # what scenes.render paints the person
+    rows, cols, face, bary = bs.rasterize(np.stack([t.uv[:, 0] * 256, (1 - t.uv[:, 1]) * 256], 1)[t.face_uv], 256, 256)
+    assert np.abs(tex[rows, cols].astype(int) - body_colour).max(axis=1).mean() < 30
+
+
+def test_joints_of_a_fit_write_a_joints_file_that_reads_back(body_scene, tmp_path):
+    scene = body_scene("two")
+    people = {pid: core_body.fit_joints(scene.template, scene.fit, pid) for pid in (1, 2)}
+    assert len(people[1]) == len(scene.template.joint_names)
+    path = joints_io.write(tmp_path / "joints.json", people)
+    back = joints_io.read(path, complete=False)
+    assert np.allclose(back[2]["left_wrist"].xyz, scene.fit.joints[1, scene.template.joint_names.index("left_wrist")])
+    assert json.loads(path.read_text())["people"][0]["id"] == 1
