@@ -25,7 +25,7 @@ from .blender.pipeline import build_from_maps as _build
 from .core.maps import Maps
 
 __all__ = ["BuildOptions", "BuildResult", "PersonResult", "PRODUCTS", "build_from_maps", "build_from_photo",
-           "build_products", "export", "new_scene", "DEFAULT_MODEL"]
+           "build_products", "export", "fit_body", "new_scene", "save_joints", "DEFAULT_MODEL"]
 
 # "auto": Sapiens2 where its weights and an accelerator are available, else the offline CPU
 # backend; the server says which it chose and why (in the maps' `source`).
@@ -50,13 +50,22 @@ def _options(options: BuildOptions | None, name: str | None, overrides: dict) ->
     return options
 
 
-def build_from_maps(maps: Maps | str | os.PathLike, options: BuildOptions | None = None, **overrides) -> BuildResult:
-    """Build from :class:`Maps` or a maps ``.npz`` path. Keyword overrides set BuildOptions fields."""
+def build_from_maps(maps: Maps | str | os.PathLike, options: BuildOptions | None = None, *,
+                    server: str | None = None, token: str | None = None, progress=None,
+                    **overrides) -> BuildResult:
+    """Build from :class:`Maps` or a maps ``.npz`` path. Keyword overrides set BuildOptions fields.
+
+    With ``body`` ('minimal' or 'clothed') and maps that hold no body fit, the fit is asked of
+    ``server`` (or of a local server started for the call), see :func:`fit_body`.
+    """
     name = None
     if not isinstance(maps, Maps):
         name = Path(maps).stem
         maps = Maps.load(maps)
-    return _build(maps, _options(options, name, overrides))
+    options = _options(options, name, overrides)
+    if options.body != "none":
+        maps = fit_body(maps, server=server, token=token, progress=progress)
+    return _build(maps, options)
 
 
 def build_from_photo(
@@ -71,25 +80,77 @@ def build_from_photo(
 ) -> BuildResult:
     """Analyse ``photo`` with ``model`` and build it. ``server`` = URL of a running server
     (with ``token``); without it a local server is started for this call and stopped after."""
-    maps = analyze(photo, model=model, server=server, token=token, progress=progress)
+    options = _options(options, Path(photo).stem, overrides)
+    maps = analyze(photo, model=model, server=server, token=token, progress=progress, fit=options.body != "none")
     if save_maps:
         maps.save(save_maps)
-    return _build(maps, _options(options, Path(photo).stem, overrides))
+    return _build(maps, options)
 
 
 def analyze(photo, model: str = DEFAULT_MODEL, server: str | None = None, token: str | None = None,
-            progress=None) -> Maps:
-    """Photo -> Maps through the inference server (remote when ``server`` is given)."""
+            progress=None, fit: bool = False) -> Maps:
+    """Photo -> Maps through the inference server (remote when ``server`` is given); with
+    ``fit`` the maps also carry the fitted bodies (same server)."""
     from .core.analysis import analyze_photo
-    from .core.client import V2Client
 
+    def run(client):
+        maps = analyze_photo(client, photo, model, progress=progress)
+        return _fit_with(client, maps, progress) if fit else maps
+
+    return _with_server(run, server, token)
+
+
+def fit_body(maps: Maps, server: str | None = None, token: str | None = None, progress=None) -> Maps:
+    """``maps`` with the fitted bodies: as they are when they already hold a fit, else fitted by
+    ``server`` (or a local server started for the call and stopped after)."""
+    from .core.body import has_body
+
+    if has_body(maps):
+        return maps
+    return _with_server(lambda client: _fit_with(client, maps, progress), server, token)
+
+
+def _with_server(work, server: str | None, token: str | None):
     if server:
+        from .core.client import V2Client
+
         with V2Client(server, token) as client:
-            return analyze_photo(client, photo, model, progress=progress)
+            return work(client)
     from .core.server_process import ServerProcess
 
     with ServerProcess() as local:
-        return analyze_photo(local.ensure_running(), photo, model, progress=progress)
+        return work(local.ensure_running())
+
+
+def _fit_with(client, maps: Maps, progress) -> Maps:
+    """The one call site of the server's body fit: maps in, maps carrying template + fit out."""
+    from .core import analysis
+    from .core.body import BodyFit, attach_body
+
+    fitter = getattr(analysis, "fit_body", None)
+    if fitter is None:
+        from .core.errors import SapiensServerError
+
+        raise SapiensServerError("this version cannot fit bodies yet (core.analysis.fit_body is missing)")
+    fitted = fitter(client, maps, progress=progress)
+    if isinstance(fitted, Maps):
+        return fitted
+    template, fit = fitted
+    if not isinstance(fit, BodyFit):
+        raise TypeError(f"fit_body returned {type(fit).__name__}, expected BodyFit")
+    attach_body(maps, template, fit)
+    return maps
+
+
+def save_joints(path: str | os.PathLike, result: BuildResult) -> Path:
+    """Write the joints each person's armature was built from (docs/maps_format.md's joints file:
+    camera frame, metres; the fitted body's joints where a body was built)."""
+    from .core.geometry.joints_io import write
+
+    people = {p.person_id: p.joints for p in result.people if p.joints}
+    if not people:
+        raise ValueError("this build made no armature, so there are no joints to save")
+    return write(path, people)
 
 
 def export(path: str | os.PathLike, result: BuildResult | None = None) -> Path:

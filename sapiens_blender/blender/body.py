@@ -217,5 +217,6 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     assigned = materials.assign_part_materials(obj, per_face, template.part_names, base, prefix=f"{label} ")
     bpy.data.materials.remove(base)
     report["parts"] = [template.part_names[p] for p in sorted(assigned)]
+    report["images"] = [image]
     report["bones"] = len(names)
     return obj, arm, report

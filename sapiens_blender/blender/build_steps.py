@@ -29,7 +29,8 @@ def proxy_stride(stride: int, n_vertices: int, max_vertices: int) -> int:
 
 
 def skeleton(maps: Maps, pid: int, surface_mesh: SurfaceMesh, joints_by_person: dict | None):
-    """(Skeleton, joint report): from a joints file's joints when given for ``pid``, else lifted."""
+    """(Skeleton, joint report, joints {name: Joint}): from a joints file's joints when given for
+    ``pid``, else lifted from the maps."""
     given = (joints_by_person or {}).get(pid)
     joints = given if given else geo_joints.lift_joints(maps, pid, surface_mesh)
     skel = geo_skeleton.build_skeleton(joints, person_id=pid)
@@ -37,7 +38,7 @@ def skeleton(maps: Maps, pid: int, surface_mesh: SurfaceMesh, joints_by_person: 
     report = {k: sorted(v) if isinstance(v, (set, frozenset, list, tuple)) else v for k, v in report.items()}
     if given:
         report["source"] = "joints file"
-    return skel, report
+    return skel, report, dict(joints)
 
 
 def part_weights(surface_mesh: SurfaceMesh, skel, maps: Maps):

@@ -15,6 +15,7 @@ from pathlib import Path
 import bpy
 
 from ..core.atomic_files import TEMP_MARK, remove_stale_temp_files, temp_path_for  # noqa: F401
+from .body import interchange_weights
 from .context import preserved_selection, select_only
 
 FORMATS = {".blend": "blend", ".glb": "glb", ".gltf": "gltf", ".fbx": "fbx"}
@@ -48,10 +49,12 @@ def export(path: str | os.PathLike, objects: list | None = None) -> Path:
                 chosen = list(objects) if objects is not None else list(view_layer.objects)
                 select_only(view_layer, chosen, chosen[0] if chosen else None)
                 try:
-                    if fmt in ("glb", "gltf"):
-                        _export_gltf(tmp, fmt)
-                    else:
-                        _export_fbx(tmp)
+                    with interchange_weights(chosen):  # fitted bodies: <= 4 influences, renormalised
+                        select_only(view_layer, chosen, chosen[0] if chosen else None)
+                        if fmt in ("glb", "gltf"):
+                            _export_gltf(tmp, fmt)
+                        else:
+                            _export_fbx(tmp)
                 except RuntimeError as exc:  # the exporter's own traceback, as an operator error
                     raise ExportError(f"the {fmt} exporter failed for {path.name}: {exc}") from exc
         if not tmp.exists():
@@ -76,6 +79,7 @@ def _export_gltf(tmp: Path, fmt: str) -> None:
         export_yup=True,
         export_apply=False,
         export_skins=True,
+        export_rest_position_armature=False,  # nodes carry the current pose; the bind pose is the rest
         export_animations=False,
         export_image_format="AUTO",
         export_tangents=True,  # the MikkTSpace frames the tangent-space normal texture was baked for

@@ -25,6 +25,7 @@ ROOT, PERSON_COLLECTION = "root", "person"
 CAMERA, MESH, ARMATURE = "camera", "mesh", "armature"
 PHOTO, NORMALS = "photo", "normals"
 PHOTO_MATERIAL, PART_MATERIAL = "photo material", "part material"
+BODY_MESH, BODY_ARMATURE, BODY_DATA = "body mesh", "body armature", "body data"  # the fitted body
 
 
 def analysis_key(maps: Maps) -> str:

@@ -42,7 +42,7 @@ class Scope:
         self.key = key or identity.analysis_key(maps)
         self.scene = bpy.context.scene
         self.base = f"Sapiens {options.name}"
-        self._root = self._photo = self._camera = None
+        self._root = self._photo = self._camera = self._body = None
 
     def find_object(self, role, person=None, anchor=None):
         return identity.find_object(self.scene, self.key, role, person, anchor) if self.reuse else None
@@ -67,6 +67,21 @@ class Scope:
                 image = image_from_array(f"{self.base} photo", self.maps.image)
                 self._photo = identity.tag(image, self.key, identity.PHOTO)
         return self._photo
+
+    def body(self):
+        """(BodyTemplate, BodyFit) the maps carry; a clear error when they hold no fit."""
+        if self._body is None:
+            from ..core.body import BodyError, body_from_maps
+
+            try:
+                found = body_from_maps(self.maps)
+            except BodyError as exc:
+                raise GeometryError(f"the body fit in these maps is unusable: {exc}") from exc
+            if found is None:
+                raise GeometryError("these maps hold no body fit: analyse with the fit (analyze --fit, or "
+                                    "build --body, which asks the server for one)")
+            self._body = found
+        return self._body
 
     def camera(self) -> tuple[bpy.types.Object, bool]:
         """(camera, built now). A kept camera and the render settings are left as they are."""
@@ -97,6 +112,9 @@ class PersonBuild:
         self.collection = scope.find_collection(identity.PERSON_COLLECTION, pid)
         self.mesh = scope.find_object(identity.MESH, pid, self.collection)
         self.armature = scope.find_object(identity.ARMATURE, pid, self.collection)
+        self.body_mesh = scope.find_object(identity.BODY_MESH, pid, self.collection)
+        self.body_armature = scope.find_object(identity.BODY_ARMATURE, pid, self.collection)
+        self.joints: dict | None = None  # the joints the armature was built from ({name: Joint})
 
     def _note(self, product: str, built: bool) -> None:
         if product not in self.report["built"] + self.report["kept"]:  # ensure_mesh runs for every step
@@ -109,6 +127,8 @@ class PersonBuild:
                                     if identity.is_tagged(m, self.scope.key, identity.PART_MATERIAL)]
         if self.armature is not None:
             self.report["bones"] = len(self.armature.data.bones)
+        if self.body_armature is not None:
+            self.report["body_bones"] = len(self.body_armature.data.bones)
         return self.report
 
     def ensure_collection(self) -> bpy.types.Collection:
@@ -241,7 +261,8 @@ class PersonBuild:
         skel = None
         if self.armature is None:
             with timer("armature"):
-                skel, joint_report = steps.skeleton(self.scope.maps, self.pid, self.surface(), opts.joints)
+                skel, joint_report, self.joints = steps.skeleton(self.scope.maps, self.pid, self.surface(),
+                                                                 opts.joints)
                 arm = armature.build_armature(skel, f"{self.label} armature", self.ensure_collection())
             identity.tag(arm, self.scope.key, identity.ARMATURE, self.pid)
             identity.point_at(self.collection, identity.ARMATURE, arm)
@@ -255,7 +276,7 @@ class PersonBuild:
         if opts.skinning == "none" or is_skinned(obj, self.armature):
             return
         if skel is None:  # a kept armature: the skeleton is only needed for the fallback weights
-            skel, _ = steps.skeleton(self.scope.maps, self.pid, self.surface(), opts.joints)
+            skel, _, self.joints = steps.skeleton(self.scope.maps, self.pid, self.surface(), opts.joints)
         for mod in [m for m in obj.modifiers if m.type == "ARMATURE" and m.object is None]:
             obj.modifiers.remove(mod)  # left behind by a deleted armature of ours
         with timer("skinning"):
@@ -284,6 +305,36 @@ class PersonBuild:
                 proxy_mesh = proxy.data
                 bpy.data.objects.remove(proxy)
                 bpy.data.meshes.remove(proxy_mesh)
+
+
+    # --- the fitted body ----------------------------------------------------------------------
+    def ensure_body(self) -> None:
+        """The fitted body (mesh + rig, posed, textured), kept if this person already has one."""
+        from ..core.body import fit_joints
+        from . import body
+
+        scope, opts = self.scope, self.scope.options
+        scope.camera()
+        template, fit = scope.body()
+        if self.body_mesh is not None and self.body_armature is not None:
+            self._note("body", False)
+        else:
+            if opts.body not in ("minimal", "clothed"):
+                raise ValueError(f"body must be 'minimal' or 'clothed', got {opts.body!r}")
+            with scope.timer("body"):
+                obj, arm, report = body.build_person_body(
+                    template, fit, self.pid, scope.maps, mode=opts.body, rig_names=opts.rig_names,
+                    label=f"{self.label} body", collection=self.ensure_collection())
+            for data, role in ((obj, identity.BODY_MESH), (arm, identity.BODY_ARMATURE)):
+                identity.tag(data, scope.key, role, self.pid)
+                identity.point_at(self.collection, role, data)
+            for data in [m for m in obj.data.materials if m is not None] + list(report.pop("images", [])):
+                identity.tag(data, scope.key, identity.BODY_DATA, self.pid)
+            self.body_mesh, self.body_armature = obj, arm
+            self.report["warnings"].extend(report.pop("warnings", []))
+            self.report["body"] = report
+            self._note("body", True)
+        self.joints = fit_joints(template, fit, self.pid)
 
 
 def is_skinned(obj: bpy.types.Object, arm: bpy.types.Object) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import bpy
 
@@ -34,6 +34,8 @@ class BuildOptions:
     people: list[int] | None = None  # person ids to build (default: all in the mask)
     joints: dict[int, dict[str, Joint]] | None = None  # 3D joints per person id (a joints file)
     make_active_camera: bool = True
+    body: str = "none"  # the fitted body: 'none', 'minimal' (the body alone) or 'clothed' (+ the photo's clothing)
+    rig_names: str = "anny"  # body bone names: 'anny', 'rigify', 'mixamo' or 'unreal' (core/body_rig.py)
     # Bone heat runs on a coarser proxy of the surface above this many vertices (then the weights
     # are transferred): it costs ~5 s at 19k vertices and ~36 s at 77k.
     bone_heat_max_vertices: int = 20000
@@ -46,10 +48,13 @@ class PersonResult:
     mesh: bpy.types.Object
     armature: bpy.types.Object | None
     report: dict = field(default_factory=dict)
+    body_mesh: bpy.types.Object | None = None  # the fitted body and its rig
+    body_armature: bpy.types.Object | None = None
+    joints: dict | None = None  # {name: Joint} the (body) armature was built from, camera frame
 
     @property
     def objects(self) -> list:
-        return [o for o in (self.mesh, self.armature) if o is not None]
+        return [o for o in (self.mesh, self.armature, self.body_mesh, self.body_armature) if o is not None]
 
 
 @dataclass
@@ -70,6 +75,17 @@ class BuildResult:
             lines.append(f"warning: {self.report['warning']}")
         for p in self.people:
             r = p.report
+            if r.get("body"):
+                b = r["body"]
+                clothing = b.get("clothing", {})
+                lines.append(f"  person {p.person_id}: body ({b['body']}), {b['vertices']} vertices, "
+                             f"{b['bones']} bones, {len(b.get('parts', []))} part materials"
+                             + (f", clothing up to {100 * clothing['max_thickness_m']:.1f} cm"
+                                if clothing.get("max_thickness_m") else ""))
+                if p.mesh is None:
+                    for warning in r.get("warnings", []):
+                        lines.append(f"    warning: {warning}")
+                    continue
             lines.append(
                 f"  person {p.person_id}: {r.get('vertices', 0)} vertices, {r.get('faces', 0)} faces, "
                 f"{len(r.get('parts', []))} parts, {r.get('bones', 0)} bones"
@@ -98,7 +114,8 @@ class _Timer:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
 
 
-PRODUCTS = ("mesh", "normal_texture", "part_materials", "armature")
+PRODUCTS = ("mesh", "normal_texture", "part_materials", "armature", "body")
+BODY_MODES = ("none", "minimal", "clothed")
 
 
 def build_from_maps(maps: Maps, options: BuildOptions | None = None) -> BuildResult:
@@ -108,6 +125,8 @@ def build_from_maps(maps: Maps, options: BuildOptions | None = None) -> BuildRes
     ``build_products`` is the incremental form the panel's buttons use.
     """
     options = options or BuildOptions()
+    if options.body != "none":  # the fitted body replaces the relief / closed shell
+        return build_products(maps, ["body"], options, reuse=False)
     products = ["mesh", "normal_texture"]
     products += ["part_materials"] if options.part_materials else []
     products += ["armature"] if options.armature else []
@@ -130,6 +149,14 @@ def build_products(maps: Maps, products, options: BuildOptions | None = None, *,
     unknown_products = sorted(set(products) - set(PRODUCTS))
     if unknown_products:
         raise ValueError(f"unknown product(s) {unknown_products}; choose from {list(PRODUCTS)}")
+    if options.body not in BODY_MODES:
+        raise ValueError(f"body must be one of {', '.join(BODY_MODES)}, got {options.body!r}")
+    if "body" in products and options.body == "none":
+        options = replace(options, body="clothed")  # asking for the body product means a body
+    from ..core.body_rig import RIG_NAMES
+
+    if options.rig_names not in RIG_NAMES:
+        raise ValueError(f"rig_names must be one of {', '.join(RIG_NAMES)}, got {options.rig_names!r}")
     people = maps.person_ids if options.people is None else list(options.people)
     if not people:
         raise GeometryError("the maps contain no person (the mask is empty): nothing to build")
@@ -141,7 +168,10 @@ def build_products(maps: Maps, products, options: BuildOptions | None = None, *,
     results = []
     for pid in people:
         person = incremental.PersonBuild(scope, pid)
-        person.ensure_mesh()
+        if set(products) - {"body"}:
+            person.ensure_mesh()
+        if "body" in products:
+            person.ensure_body()
         if "normal_texture" in products:
             person.ensure_normal_texture(options.normal_space)
         if "part_materials" in products:
@@ -149,7 +179,7 @@ def build_products(maps: Maps, products, options: BuildOptions | None = None, *,
         if "armature" in products:
             person.ensure_armature()
         results.append(PersonResult(pid, person.ensure_collection(), person.mesh, person.armature,
-                                    person.finish()))
+                                    person.finish(), person.body_mesh, person.body_armature, person.joints))
     cam, _ = scope.camera()
     report = {"source": maps.source, "metric": bool(maps.metric), "size": [maps.width, maps.height],
               "analysis": scope.key}
