@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .build import add_geometry_arguments, option_values
+from .build import add_geometry_arguments, check_geometry_args, option_values
 
 PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
 FORMATS = ("glb", "blend", "fbx", "gltf")
@@ -61,6 +61,10 @@ def run(args) -> int:
     src, out = Path(args.input_dir), Path(args.out)
     formats = [f.strip().lower().lstrip(".") for f in args.format.split(",") if f.strip()]
     bad = [f for f in formats if f not in FORMATS]
+    problem = check_geometry_args(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     if not src.is_dir() or bad or not formats or args.jobs < 1:
         print("error: " + (f"no such folder: {src}" if not src.is_dir() else
                            f"unknown format {bad[0]!r}: use {', '.join(FORMATS)}" if bad else
@@ -88,11 +92,11 @@ def run(args) -> int:
     progress = Progress(total, skipped, len(failures))
     server = None
     try:
-        if any(Path(j["input"]).suffix.lower() != ".npz" for j in jobs):
+        if any(needs_server(Path(j["input"]), bool(args.body)) for j in jobs):
             server, problem = _server(args)
             for j in jobs:
                 j.update(model=args.model, server=server and server["url"], token=server and server["token"])
-                if problem and Path(j["input"]).suffix.lower() != ".npz":
+                if problem and needs_server(Path(j["input"]), bool(args.body)):
                     j["error"] = problem
         for job in [j for j in jobs if "error" in j]:
             failures[Path(job["input"]).name] = job["error"]
@@ -107,6 +111,21 @@ def run(args) -> int:
     print(f"done: {progress.ok} built, {progress.skipped} already done, {len(failures)} failed "
           f"(outputs in {out})")
     return 1 if failures else 0
+
+
+def needs_server(path: Path, body: bool) -> bool:
+    """Photos are analysed by the server; maps only when a body is asked for and they hold no fit."""
+    if path.suffix.lower() != ".npz":
+        return True
+    if not body:
+        return False
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as npz:  # reads the zip's directory only
+            return "fit_person_ids" not in npz.files
+    except (OSError, ValueError):
+        return False  # the worker reports the unreadable file
 
 
 def _server(args):

@@ -34,7 +34,7 @@ def main() -> None:
             options = BuildOptions(name=job["name"], **job["options"])
             source = Path(job["input"])
             if source.suffix.lower() == ".npz":
-                result = api.build_from_maps(source, options)
+                result = api.build_from_maps(source, options, server=job.get("server"), token=job.get("token"))
             else:
                 result = api.build_from_photo(source, model=job.get("model") or api.DEFAULT_MODEL,
                                               server=job["server"], token=job.get("token"), options=options)

@@ -28,6 +28,8 @@ def register(subparsers) -> None:
     src.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
     src.add_argument("--token", help="the server's token (with --server)")
     src.add_argument("--save-maps", metavar="MAPS.npz", help="also keep the analysed maps")
+    p.add_argument("--save-joints", metavar="JOINTS.json",
+                   help="also write the joints each armature was built from (docs/maps_format.md)")
     add_geometry_arguments(p)
     p.set_defaults(func=run)
 
@@ -45,6 +47,13 @@ def add_geometry_arguments(p) -> None:
     geo.add_argument("--no-armature", action="store_true", help="mesh only")
     geo.add_argument("--skinning", choices=("auto", "parts", "none"), default="auto",
                      help="auto: bone heat, part weights where it fails; parts: part weights only")
+    body = p.add_argument_group("fitted body")
+    body.add_argument("--body", nargs="?", const="clothed", choices=("clothed", "minimal"), default=None,
+                      help="a complete, rigged 3D body fitted to the photo instead of the relief: 'clothed' "
+                           "(default) carries the photo's clothing and hair onto it, 'minimal' is the body alone; "
+                           "maps without a fit are fitted by the server")
+    body.add_argument("--rig-names", choices=("anny", "rigify", "mixamo", "unreal"), default="anny",
+                      help="bone names of the body's rig, for retargeting (default: anny's own)")
 
 
 def normal_space(args, outputs) -> str:
@@ -66,7 +75,7 @@ def option_values(args, outputs) -> dict:
             raise SystemExit(f"error: --people must be comma-separated integers, got {args.people!r}")
     return {"stride": args.stride, "closed": args.closed, "normal_space": normal_space(args, outputs),
             "part_materials": not args.no_part_materials, "armature": not args.no_armature,
-            "skinning": args.skinning, "people": people}
+            "skinning": args.skinning, "people": people, "body": args.body or "none", "rig_names": args.rig_names}
 
 
 def options_from_args(args, name: str):
@@ -90,8 +99,17 @@ def check_args(args) -> str | None:
     bad = [o for o in args.output if Path(o).suffix.lower() not in EXPORT_SUFFIXES]
     if bad:
         return f"unsupported output {bad[0]!r}: use {', '.join(EXPORT_SUFFIXES)}"
+    return check_geometry_args(args)
+
+
+def check_geometry_args(args) -> str | None:
+    """A usage error in the options shared by `build` and `batch`, or None."""
     if args.stride < 1:
         return "--stride must be at least 1"
+    if args.body and args.closed:
+        return "--body and --closed are two different bodies: choose one"
+    if args.rig_names != "anny" and not args.body:
+        return "--rig-names names the fitted body's bones: add --body"
     return None
 
 
@@ -108,6 +126,7 @@ def run(args) -> int:
         return 2
     from .. import api
     from ..blender.export import ExportError
+    from ..core.body import BodyError
     from ..core.errors import SapiensServerError
     from ..core.geometry.joints_io import JointsFileError
     from ..core.geometry.types import GeometryError
@@ -117,11 +136,14 @@ def run(args) -> int:
     try:
         api.new_scene()
         maps, name, analysis_s = load_input(args)
-        result = api.build_from_maps(maps, options_from_args(args, name))
+        result = api.build_from_maps(maps, options_from_args(args, name), server=args.server, token=args.token)
         export_s = time.perf_counter()
         written = [api.export(out, result) for out in args.output]
         result.timings["export"] = time.perf_counter() - export_s
-    except (MapsError, GeometryError, JointsFileError, SapiensServerError, ExportError, OSError) as exc:
+        if args.save_joints:
+            written.append(api.save_joints(args.save_joints, result))
+    except (MapsError, GeometryError, JointsFileError, SapiensServerError, ExportError, BodyError, OSError,
+            ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if analysis_s is not None:
@@ -149,7 +171,8 @@ def load_input(args):
 
         return load_lite_maps(args.lite_dir, photo.stem, read_photo(photo)), photo.stem, None
     start = time.perf_counter()
-    maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server, token=args.token)
+    maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server, token=args.token,
+                       fit=bool(args.body))
     if args.save_maps:
         maps.save(args.save_maps)
     return maps, photo.stem, time.perf_counter() - start

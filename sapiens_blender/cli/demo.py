@@ -31,6 +31,8 @@ def register(subparsers) -> None:
     p.add_argument("--photo", help="another photo instead of the bundled sample")
     p.add_argument("--stride", type=int, default=DEFAULT_STRIDE, help="pixels per mesh vertex (default 2)")
     p.add_argument("--server-python", help="Python interpreter of the server (default: this one)")
+    p.add_argument("--body", choices=("clothed", "minimal", "none"), default="clothed",
+                   help="the fitted 3D body (default clothed); none: the photo's relief instead")
     p.set_defaults(func=run)
 
 
@@ -62,10 +64,13 @@ def run(args: argparse.Namespace) -> int:
     timings: dict[str, float] = {}
     total = time.perf_counter()
     try:
-        maps, model_info = _analyze(photo, args, timings)
+        maps, model_info, fit_error = _analyze(photo, args, timings)
         maps.save(out / f"{stem}.npz")
         t = time.perf_counter()
-        result, rig_error = _build(api, maps, stem, args.stride)
+        if fit_error:
+            print(f"warning: no body fit ({fit_error}): building the relief instead", file=sys.stderr)
+        body = args.body if not fit_error else "none"
+        result, rig_error = _build(api, maps, stem, args.stride, body)
         _stage(timings, "build", t)
         written = []
         for ext in (".blend", ".glb"):
@@ -81,12 +86,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build(api, maps, stem: str, stride: int):
-    """Build the rigged asset; when no skeleton can be built, say why and build it unrigged
-    (a mesh, camera and materials are still worth having). Returns (result, rig error or '')."""
+def _build(api, maps, stem: str, stride: int, body: str = "none"):
+    """Build the rigged asset (the fitted body, or the relief); when no skeleton can be built,
+    say why and build it unrigged (a mesh, camera and materials are still worth having).
+    Returns (result, rig error or '')."""
     from ..core.geometry.types import GeometryError
 
     api.new_scene()
+    if body != "none":
+        return api.build_from_maps(maps, name=stem, body=body), ""
     try:
         return api.build_from_maps(maps, name=stem, stride=stride), ""
     except GeometryError as exc:
@@ -97,7 +105,9 @@ def _build(api, maps, stem: str, stride: int):
 
 
 def _analyze(photo: Path, args, timings: dict):
-    """Start the local server, analyse the photo, stop the server. Returns (maps, model facts)."""
+    """Start the local server, analyse the photo (and fit the body), stop the server.
+    Returns (maps, model facts, why there is no body fit or '')."""
+    from .. import api
     from ..core.analysis import analyze_photo
     from ..core.errors import SapiensServerError
     from ..core.server_process import ServerProcess
@@ -113,13 +123,21 @@ def _analyze(photo: Path, args, timings: dict):
         t = time.perf_counter()
         maps = analyze_photo(client, photo, args.model, timeout=600)
         _stage(timings, "analysis", t)
+        fit_error = ""
+        if args.body != "none":
+            t = time.perf_counter()
+            try:
+                maps = api._fit_with(client, maps, None)
+            except SapiensServerError as exc:  # e.g. a server without the body model: still build
+                fit_error = str(exc)
+            _stage(timings, "body fit", t)
         try:
             info = client.model_metadata(args.model)
         except SapiensServerError:  # metadata is for the summary only
             info = {}
     finally:
         server.stop()
-    return maps, info
+    return maps, info, fit_error
 
 
 def _print_summary(photo, maps, model_info, result, written, timings, total) -> None:
