@@ -14,7 +14,8 @@ and kept, so clicking again never duplicates anything.
 - Part Materials: one material slot and one vertex group per body part on that mesh.
 - Armature: an armature from the keypoints, skinned to that mesh. An existing armature of
   the person is kept (it may be posed or edited): delete it to build a new one.
-- Build All: all of the above, each once.
+- Body: the fitted 3D body (rigged, posed, textured; needs an analysis with a body fit).
+- Build All: all of the above, each once (the body when the analysis holds a fit).
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ class _BuildOperator:
             maps = storage.load_analysis(scene)
             options = pipeline.BuildOptions(name=_photo_stem(scene), people=properties.selected_people(scene),
                                             normal_space=getattr(self, "normal_space", "OBJECT"))
-            result = pipeline.build_products(maps, self.products, options)
+            products = _products_for(maps, self.products)
+            result = pipeline.build_products(maps, products, options)
         except (MapsError, GeometryError, ValueError) as exc:
             self.report({"ERROR"}, state.SESSION.set_error(exc))
             return {"CANCELLED"}
@@ -116,6 +118,24 @@ class SAPIENS_OT_build_armature(_BuildOperator, bpy.types.Operator):
     products = ("mesh", "armature")
 
 
+class SAPIENS_OT_build_body(_BuildOperator, bpy.types.Operator):
+    """Build the fitted 3D body: a complete, rigged and posed human with the photo's clothing and texture"""
+
+    bl_idname = "sapiens.build_body"
+    bl_label = "Build Body"
+    products = ("body",)
+
+
+def _products_for(maps, products) -> tuple:
+    """Build All includes the fitted body when the analysis holds a fit (the Body button says
+    what is missing otherwise)."""
+    from ..core.body import has_body
+
+    if len(products) > 1 and "body" in products and not has_body(maps):
+        return tuple(p for p in products if p != "body")
+    return tuple(products)
+
+
 class SAPIENS_OT_build_all(_BuildOperator, bpy.types.Operator):
     """Build camera, mesh, normal texture, part materials and skinned armature: whatever is missing"""
 
@@ -126,4 +146,4 @@ class SAPIENS_OT_build_all(_BuildOperator, bpy.types.Operator):
 
 
 CLASSES = (SAPIENS_OT_build_mesh, SAPIENS_OT_build_normal_texture, SAPIENS_OT_build_part_materials,
-           SAPIENS_OT_build_armature, SAPIENS_OT_build_all)
+           SAPIENS_OT_build_armature, SAPIENS_OT_build_body, SAPIENS_OT_build_all)

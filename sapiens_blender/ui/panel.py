@@ -18,6 +18,7 @@ BUILD_BUTTONS = (
     ("sapiens.build_normal_texture", "Normal Texture", "TEXTURE"),
     ("sapiens.build_part_materials", "Part Materials", "MATERIAL"),
     ("sapiens.build_armature", "Armature", "ARMATURE_DATA"),
+    ("sapiens.build_body", "Body", "OUTLINER_OB_ARMATURE"),
 )
 
 
