@@ -110,4 +110,13 @@ def _render(template: BodyTemplate, fit: BodyFit, name: str, size) -> Maps:
         joints["neck"] = 0.5 * (joints["left_shoulder"] + joints["right_shoulder"])
         bodies.append(scenes.Body(verts, faces, cls, joints, 1.7))
     scene = scenes.render(bodies, size)
-    return scene.maps
+    maps = scene.maps
+    if name == "dressed":  # a photo with colours per class, shaded: what the texture bake carries over
+        colours = {"Upper_Clothing": (70, 100, 170), "Lower_Clothing": (55, 55, 70)}
+        base = np.tile(np.array([200, 170, 150], np.float64), maps.parts.shape + (1,))
+        for cls, colour in colours.items():
+            base[maps.parts == PART_NAMES_SAPIENS2.index(cls)] = colour
+        shade = np.clip(np.nan_to_num(maps.normal[..., 2] * -1.0, nan=1.0), 0.3, 1.0)[..., None]
+        image = np.where(maps.mask[..., None] > 0, base * (0.45 + 0.55 * shade), 40.0)
+        maps.image = np.clip(image, 0, 255).astype(np.uint8)
+    return maps
