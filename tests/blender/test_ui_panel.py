@@ -141,7 +141,7 @@ def test_no_server_state(ui):
     main, server, build = d["main"].buttons(), d["server"].buttons(), d["build"].buttons()
     assert main == {"sapiens.analyze": False, "sapiens.cancel": False}  # no photo yet
     assert server == {"sapiens.server_start": True, "sapiens.server_stop": False, "sapiens.free_memory": False}
-    assert set(build.values()) == {False} and len(build) == 5  # nothing analysed yet
+    assert set(build.values()) == {False} and len(build) == 6  # nothing analysed yet
     assert "No analysis yet" in d["maps"].labels() and "Analyze a photo first" in d["build"].labels()
     bpy.context.scene.sapiens.photo_path = "//photo.jpg"
     assert draw_all(panel)["main"].buttons()["sapiens.analyze"] is True
