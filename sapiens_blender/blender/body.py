@@ -152,9 +152,12 @@ def interchange_weights(objects):
             if obj.type != "MESH" or BODY_MODE not in obj:
                 continue
             original = obj.data
+            name = original.name
             copy = original.copy()
+            original.name = f"{name} (scene weights)"
+            copy.name = name  # the exported mesh keeps the scene's name
             obj.data = copy
-            swapped.append((obj, original, copy))
+            swapped.append((obj, original, copy, name))
             with preserved_selection() as view_layer:
                 select_only(view_layer, [obj], obj)
                 with bpy.context.temp_override(object=obj, active_object=obj):
@@ -163,9 +166,10 @@ def interchange_weights(objects):
                     bpy.ops.object.vertex_group_normalize_all(group_select_mode="BONE_DEFORM", lock_active=False)
         yield
     finally:
-        for obj, original, copy in swapped:
+        for obj, original, copy, name in swapped:
             obj.data = original
             bpy.data.meshes.remove(copy)
+            original.name = name
 
 
 # --- one person's body, end to end -------------------------------------------------------------

@@ -316,6 +316,9 @@ class PersonBuild:
         scope, opts = self.scope, self.scope.options
         scope.camera()
         template, fit = scope.body()
+        if self.pid not in fit.person_ids:
+            self.report["warnings"].append("the body fit has no body for this person: none built")
+            return
         if self.body_mesh is not None and self.body_armature is not None:
             self._note("body", False)
         else:

@@ -128,9 +128,9 @@ def _analyze(photo: Path, args, timings: dict):
             t = time.perf_counter()
             try:
                 maps = api._fit_with(client, maps, None)
+                _stage(timings, "body fit", t)
             except SapiensServerError as exc:  # e.g. a server without the body model: still build
                 fit_error = str(exc)
-            _stage(timings, "body fit", t)
         try:
             info = client.model_metadata(args.model)
         except SapiensServerError:  # metadata is for the summary only
@@ -147,6 +147,8 @@ def _print_summary(photo, maps, model_info, result, written, timings, total) -> 
     print(f"people: {len(people)}")
     for p in people:
         r = p.report
+        if r.get("body"):  # the fitted body
+            r = dict(r["body"], warnings=r.get("warnings", []))
         parts = r.get("parts", [])
         print(f"  person {p.person_id}: {r.get('vertices', len(p.mesh.data.vertices))} vertices, "
               f"{len(parts)} parts, {r.get('bones', 0)} bones"

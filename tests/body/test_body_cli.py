@@ -72,3 +72,15 @@ def test_save_joints_in_relief_mode_and_usage_errors(maps_files):
     bad = run_cli("build", "--maps", bare, "--body", "minimal", "--server", "http://127.0.0.1:9", "--token", "x",
                   "-o", tmp / "nofit.glb")
     assert bad.returncode == 1 and "error:" in bad.stderr and not (tmp / "nofit.glb").exists()
+
+
+def test_batch_builds_bodies_from_fitted_maps(maps_files):
+    _, fitted, _, tmp = maps_files
+    folder = tmp / "batch_in"
+    folder.mkdir()
+    (folder / "person.npz").write_bytes(Path(fitted).read_bytes())
+    out = run_cli("batch", folder, "--out", tmp / "batch_out", "--body", "minimal", "--rig-names", "unreal",
+                  "--jobs", "1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    glb = Glb(tmp / "batch_out" / "person.glb")
+    assert {"pelvis", "spine_05", "hand_l", "calf_r"} <= {n.get("name") for n in glb.json["nodes"]}
