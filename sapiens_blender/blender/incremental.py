@@ -322,6 +322,11 @@ class PersonBuild:
         if self.body_mesh is not None and self.body_armature is not None:
             self._note("body", False)
         else:
+            leftover = self.body_mesh or self.body_armature
+            if leftover is not None:  # half of an earlier body was deleted: a new pair, the rest is kept
+                self.report["warnings"].append(
+                    f"'{leftover.name}' lost its {'armature' if self.body_mesh else 'mesh'}: a new body was "
+                    "built beside it (delete the old one if you do not need it)")
             if opts.body not in ("minimal", "clothed"):
                 raise ValueError(f"body must be 'minimal' or 'clothed', got {opts.body!r}")
             with scope.timer("body"):

@@ -57,7 +57,8 @@ def dressing_normals(vertices: np.ndarray, faces: np.ndarray, iterations: int = 
     degree = np.maximum(np.bincount(edges.ravel(), minlength=len(v)), 1)[:, None]
     smooth = v.copy()
     for _ in range(iterations):
-        smooth = 0.5 * smooth + 0.5 * np.stack([_neighbour_sum(smooth[:, k], edges, len(v)) for k in range(3)], 1) / degree
+        mean = np.stack([_neighbour_sum(smooth[:, k], edges, len(v)) for k in range(3)], 1) / degree
+        smooth = 0.5 * smooth + 0.5 * mean
     return vertex_normals(smooth, faces)
 
 
