@@ -86,23 +86,33 @@ def build_body_armature(bone_names, parents, rest_matrices: np.ndarray, rest_tai
 
 def write_bone_weights(obj: bpy.types.Object, bone_names, weight_bones: np.ndarray, weight_values: np.ndarray) -> None:
     """One vertex group per bone with exact float weights: each group is written as a point
-    attribute (``foreach_set``) and converted in C (one operator call per bone, none per vertex)."""
+    attribute (``foreach_set``) and converted in C (one operator call per bone, none per vertex).
+
+    The object is taken out of its collections meanwhile: every operator call re-evaluates the
+    view layer, which would re-evaluate this mesh each time (20x slower, see
+    benchmarks/bench_body.py).
+    """
     mesh = obj.data
     n_verts = len(mesh.vertices)
     wb = np.asarray(weight_bones, np.int64)
     wv = np.asarray(weight_values, np.float32)
-    dense = np.zeros((n_verts, len(bone_names)), np.float32)
-    np.add.at(dense, (np.repeat(np.arange(n_verts), wb.shape[1]), wb.ravel()), wv.ravel())
-    with preserved_selection() as view_layer:
-        select_only(view_layer, [obj], obj)
+    dense = np.zeros((len(bone_names), n_verts), np.float32)  # bone-major: each row is one group
+    np.add.at(dense, (wb.T.ravel(), np.tile(np.arange(n_verts), wb.shape[1])), wv.T.ravel())
+    collections = list(obj.users_collection)
+    for coll in collections:
+        coll.objects.unlink(obj)
+    try:
         with bpy.context.temp_override(object=obj, active_object=obj):
-            for b in np.flatnonzero(dense.any(axis=0)):
+            for b in np.flatnonzero(dense.any(axis=1)):
                 temp_name = f"sapiens_weight_{b}"
                 attr = mesh.attributes.new(temp_name, "FLOAT", "POINT")
-                attr.data.foreach_set("value", np.ascontiguousarray(dense[:, b]))
+                attr.data.foreach_set("value", dense[b])
                 mesh.attributes.active = attr
                 bpy.ops.geometry.attribute_convert(mode="VERTEX_GROUP")
                 obj.vertex_groups[temp_name].name = bone_names[b]
+    finally:
+        for coll in collections:
+            coll.objects.link(obj)
 
 
 def pose_armature(arm: bpy.types.Object, rest_matrices, pose_matrices, parents) -> None:
