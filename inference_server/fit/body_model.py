@@ -58,6 +58,23 @@ def _rotvec_to_matrix(rotvec: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
+class RestState:
+    """The shaped body at rest (everything that does not depend on the pose)."""
+
+    coeffs: torch.Tensor
+    heads: torch.Tensor
+    tails: torch.Tensor
+    poses: torch.Tensor  # rest bone matrices [P,B,4,4]
+    subset: torch.Tensor  # rest positions of the skeleton pass's vertices
+    vertices: torch.Tensor | None = None
+
+    def detach(self) -> "RestState":
+        d = lambda x: None if x is None else x.detach()  # noqa: E731
+        return RestState(*(d(getattr(self, f)) for f in ("coeffs", "heads", "tails", "poses", "subset",
+                                                         "vertices")))
+
+
+@dataclass
 class Skeleton:
     joints: torch.Tensor  # [P,J,3] model frame, JOINT_NAMES order
     bone_poses: torch.Tensor  # [P,B,4,4]
@@ -98,8 +115,13 @@ class BodyModel:
         self._reg_weights = w[reg_rows]  # [Jr, S]
         self._bs_sub = anny_model.blendshapes[:, used].to(device, dtype)  # [C,S,3]
         self._tmpl_sub = anny_model.template_vertices[used].to(device, dtype)
-        self._wi_sub = anny_model.vertex_bone_indices[used].long().to(device)
-        self._ww_sub = anny_model.vertex_bone_weights[used].to(device, dtype)
+        # Skin weights of the subset as a dense [S,B] matrix: blending the transforms is then one
+        # small matmul (a gather of per-influence transforms is ~10x slower to differentiate).
+        wi = anny_model.vertex_bone_indices[used].long()
+        ww = anny_model.vertex_bone_weights[used].to(dtype)
+        dense = torch.zeros((len(used), len(self.bone_names)), dtype=dtype)
+        dense.scatter_add_(1, wi, ww)
+        self._w_sub = dense.to(device)
         self._joint_plan = self._plan_joints()
 
     def _bone_ends(self, m):
@@ -236,28 +258,35 @@ class BodyModel:
         out[:, tj] = posed_tails
         return out
 
-    def skeleton(self, phenotypes: torch.Tensor, rotvecs: torch.Tensor) -> Skeleton:
-        """Joints without skinning the mesh: the cheap pass of the keypoint stages."""
+    def rest_state(self, phenotypes: torch.Tensor, with_vertices: bool = False) -> "RestState":
+        """Everything that depends on the shape alone. The fit keeps it between steps while the
+        shape is held (the phenotype -> blendshape -> Procrustes chain is most of a step's cost)."""
         coeffs = self.shape_coefficients(phenotypes)
-        rest_sub = self._rest_subset(coeffs)
-        heads, tails, rest = self.rest_bones(coeffs, rest_sub)
-        transforms, poses = self.pose_bones(rest, rotvecs)
-        t = transforms[:, self._wi_sub]  # [P,S,K,4,4]
-        skinned = (self._ww_sub[None, :, :, None] * _apply(t, rest_sub[:, :, None].expand(-1, -1, t.shape[2], -1))).sum(2)
-        reg = torch.einsum("js,psd->pjd", self._reg_weights, skinned)
-        return Skeleton(self._joints(reg, heads, tails, transforms), poses, rest, transforms)
+        rest_vertices = self.anny.get_rest_vertices(coeffs) if with_vertices else None
+        rest_sub = rest_vertices[:, self._reg_vertices] if with_vertices else self._rest_subset(coeffs)
+        heads, tails, poses = self.rest_bones(coeffs, rest_sub)
+        return RestState(coeffs, heads, tails, poses, rest_sub, rest_vertices)
 
-    def full(self, phenotypes: torch.Tensor, rotvecs: torch.Tensor) -> dict:
-        """The whole body: vertices, rest vertices, bones, joints (model frame)."""
-        coeffs = self.shape_coefficients(phenotypes)
-        rest_vertices = self.anny.get_rest_vertices(coeffs)
-        heads, tails, rest = self.rest_bones(coeffs, rest_vertices[:, self._reg_vertices])
-        transforms, poses = self.pose_bones(rest, rotvecs)
-        vertices = self.anny.get_skinned_vertices(rest_vertices, transforms)
+    def skeleton(self, phenotypes, rotvecs: torch.Tensor) -> Skeleton:
+        """Joints without skinning the mesh: the cheap pass of the keypoint stages.
+        ``phenotypes`` [P,6], or a RestState to reuse."""
+        rs = phenotypes if isinstance(phenotypes, RestState) else self.rest_state(phenotypes)
+        transforms, poses = self.pose_bones(rs.poses, rotvecs)
+        blended = torch.einsum("sb,pbij->psij", self._w_sub, transforms[..., :3, :])  # [P,S,3,4]
+        skinned = (blended[..., :3] @ rs.subset[..., None])[..., 0] + blended[..., 3]
+        reg = torch.einsum("js,psd->pjd", self._reg_weights, skinned)
+        return Skeleton(self._joints(reg, rs.heads, rs.tails, transforms), poses, rs.poses, transforms)
+
+    def full(self, phenotypes, rotvecs: torch.Tensor) -> dict:
+        """The whole body: vertices, rest vertices, bones, joints (model frame).
+        ``phenotypes`` [P,6], or a RestState made ``with_vertices`` to reuse."""
+        rs = phenotypes if isinstance(phenotypes, RestState) else self.rest_state(phenotypes, True)
+        transforms, poses = self.pose_bones(rs.poses, rotvecs)
+        vertices = self.anny.get_skinned_vertices(rs.vertices, transforms)
         reg = torch.einsum("js,psd->pjd", self._reg_weights, vertices[:, self._reg_vertices])
-        joints = self._joints(reg, heads, tails, transforms)
-        return dict(vertices=vertices, rest_vertices=rest_vertices, rest_bone_poses=rest,
-                    rest_bone_tails=tails, bone_poses=poses, transforms=transforms, joints=joints)
+        joints = self._joints(reg, rs.heads, rs.tails, transforms)
+        return dict(vertices=vertices, rest_vertices=rs.vertices, rest_bone_poses=rs.poses,
+                    rest_bone_tails=rs.tails, bone_poses=poses, transforms=transforms, joints=joints)
 
     # --- the contract's arrays -------------------------------------------------------------
     @functools.cached_property

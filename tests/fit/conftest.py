@@ -22,3 +22,11 @@ def body():
     from inference_server.fit.body_model import BodyModel
 
     return BodyModel.load()
+
+
+@pytest.fixture(scope="session")
+def body_model_scene(body):
+    """A small ground-truth scene: one person, arms bent, 160x120 pixels."""
+    import scenes
+
+    return scenes.make_scene("arms_bent", "average", 0.0, size=(160, 120))
