@@ -19,6 +19,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from .blender import export as _export
 from .blender.pipeline import PRODUCTS, BuildOptions, BuildResult, PersonResult, build_products
 from .blender.pipeline import build_from_maps as _build
@@ -123,22 +125,13 @@ def _with_server(work, server: str | None, token: str | None):
 
 
 def _fit_with(client, maps: Maps, progress) -> Maps:
-    """The one call site of the server's body fit: maps in, maps carrying template + fit out."""
-    from .core import analysis
-    from .core.body import BodyFit, attach_body
+    """The one call site of the server's body fit: maps in, maps carrying template + fit out
+    (people the server could not fit are listed in ``maps.extras['fit_notes']``)."""
+    from .core.body import fit_maps
 
-    fitter = getattr(analysis, "fit_body", None)
-    if fitter is None:
-        from .core.errors import SapiensServerError
-
-        raise SapiensServerError("this version cannot fit bodies yet (core.analysis.fit_body is missing)")
-    fitted = fitter(client, maps, progress=progress)
-    if isinstance(fitted, Maps):
-        return fitted
-    template, fit = fitted
-    if not isinstance(fit, BodyFit):
-        raise TypeError(f"fit_body returned {type(fit).__name__}, expected BodyFit")
-    attach_body(maps, template, fit)
+    maps, notes = fit_maps(client, maps, progress=progress)
+    if notes:
+        maps.extras["fit_notes"] = np.asarray(notes, np.str_)
     return maps
 
 

@@ -27,7 +27,8 @@ def register(subparsers) -> None:
     src.add_argument("--model", default=None, help="model for the analysis (default: auto)")
     src.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
     src.add_argument("--token", help="the server's token (with --server)")
-    src.add_argument("--save-maps", metavar="MAPS.npz", help="also keep the analysed maps")
+    src.add_argument("--save-maps", metavar="MAPS.npz",
+                     help="also keep the analysed maps (with the body fit when --body fitted one)")
     p.add_argument("--save-joints", metavar="JOINTS.json",
                    help="also write the joints each armature was built from (docs/maps_format.md)")
     add_geometry_arguments(p)
@@ -142,6 +143,8 @@ def run(args) -> int:
         result.timings["export"] = time.perf_counter() - export_s
         if args.save_joints:
             written.append(api.save_joints(args.save_joints, result))
+        if args.save_maps and args.body:  # again: the maps now carry the body fit too
+            written.append(maps.save(args.save_maps))
     except (MapsError, GeometryError, JointsFileError, SapiensServerError, ExportError, BodyError, OSError,
             ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -173,6 +176,6 @@ def load_input(args):
     start = time.perf_counter()
     maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server, token=args.token,
                        fit=bool(args.body))
-    if args.save_maps:
+    if args.save_maps:  # right away: a failing build loses no analysis
         maps.save(args.save_maps)
     return maps, photo.stem, time.perf_counter() - start

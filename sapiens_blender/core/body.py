@@ -254,6 +254,27 @@ def attach_body(maps, template: BodyTemplate, fit: BodyFit) -> None:
     maps.extras.update(fit.to_arrays(FIT_PREFIX))
 
 
+def fit_maps(client, maps, progress=None, cancel_event=None, timeout: float | None = None):
+    """``maps`` with the server's body fit attached (``core.analysis.fit_body``); the template
+    comes from the user cache when its version is there, else from the server (then cached).
+    Returns ``(maps, notes)``: notes name the people the server could not fit."""
+    from . import analysis
+
+    arrays = analysis.fit_body(client, maps, progress=progress, cancel_event=cancel_event, timeout=timeout)
+    notes = [str(s) for s in np.asarray(arrays.get("skipped", [])).reshape(-1)]
+    version = _scalar_str(arrays.get("body_version", ""))
+    template = load_cached_template(version) if version else None
+    if template is None:
+        template = BodyTemplate.from_arrays(analysis.body_template(client, timeout=timeout))
+        try:
+            save_cached_template(template)
+        except OSError:  # a read-only cache folder costs a download next time, nothing else
+            pass
+    fit = BodyFit.from_arrays(arrays, template=template)
+    attach_body(maps, template, fit)
+    return maps, notes
+
+
 # --- template cache ----------------------------------------------------------------------------
 def cache_folder() -> Path:
     """``$XDG_CACHE_HOME/sapiens_blender/body`` (default ``~/.cache/sapiens_blender/body``)."""
