@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 VIEWS = (("camera", 0.0), ("three_quarter", 45.0), ("side", 90.0), ("back", 180.0))
+# "camera" is the photo's own camera; the turned views frame the whole fitted body.
 
 
 def main(argv=None) -> int:
@@ -46,7 +47,7 @@ def main(argv=None) -> int:
     bodies = [p.body_mesh for p in result.people]
     centre, radius = bounds(bodies)
     for name, yaw in VIEWS:
-        cam = photo_cam if yaw == 0 else orbit_camera(photo_cam, centre, yaw)
+        cam = photo_cam if yaw == 0 else orbit_camera(photo_cam, centre, radius, yaw)
         render(scene, cam, out / f"{stem}_{name}.png")
     # The left arm raised 45 degrees more (about the body's forward axis, through the shoulder).
     for person in result.people:
@@ -95,7 +96,7 @@ def bounds(objects):
 
     pts = np.concatenate([mesh_vertices(o, evaluated=True) for o in objects])
     lo, hi = pts.min(0), pts.max(0)
-    return 0.5 * (lo + hi), 0.5 * float(np.linalg.norm(hi - lo))
+    return 0.5 * (lo + hi), 0.5 * float(np.max(hi - lo))
 
 
 def rotation_about(axis, angle: float) -> np.ndarray:
@@ -104,8 +105,10 @@ def rotation_about(axis, angle: float) -> np.ndarray:
     return np.eye(3) + math.sin(angle) * k + (1 - math.cos(angle)) * (k @ k)
 
 
-def orbit_camera(photo_cam, centre, yaw_deg: float):
-    """A copy of the photo's camera turned by ``yaw_deg`` about the vertical through ``centre``."""
+def orbit_camera(photo_cam, centre, radius: float, yaw_deg: float):
+    """A camera like the photo's, turned by ``yaw_deg`` about the vertical through the body's
+    ``centre`` and far enough to frame the whole body (``radius``): the photo may show only part
+    of it (a portrait), the fitted body is whole."""
     import bpy
     from mathutils import Matrix
 
@@ -113,15 +116,18 @@ def orbit_camera(photo_cam, centre, yaw_deg: float):
     cam.data = photo_cam.data.copy()
     cam.data.shift_x = cam.data.shift_y = 0.0  # aim at the body, not at the photo's framing
     bpy.context.scene.collection.objects.link(cam)
-    world = np.array(photo_cam.matrix_world)
-    position = world[:3, 3]
-    to_body = centre - position
-    distance = float(np.linalg.norm(to_body[:2]))
+    position = np.array(photo_cam.matrix_world)[:3, 3]
+    ahead = centre - position
+    ahead[2] = 0.0
+    ahead /= max(float(np.linalg.norm(ahead)), 1e-9)
+    scene = bpy.context.scene
+    aspect = scene.render.resolution_x / scene.render.resolution_y
+    half_x = 0.5 * cam.data.angle_x  # the photo's camera fits its sensor horizontally
+    half_fov = min(half_x, math.atan(math.tan(half_x) / aspect))
+    distance = 1.1 * radius / math.tan(half_fov)
     rot = rotation_about([0.0, 0.0, 1.0], math.radians(yaw_deg))
-    eye = centre - rot @ np.array([to_body[0], to_body[1], 0.0]) / max(distance, 1e-9) * distance * 1.05
-    eye[2] = centre[2]
-    forward = centre - eye
-    forward /= np.linalg.norm(forward)
+    eye = centre - distance * (rot @ ahead)
+    forward = (centre - eye) / distance
     right = np.cross(forward, [0.0, 0.0, 1.0])
     right /= np.linalg.norm(right)
     up = np.cross(right, forward)

@@ -150,7 +150,8 @@ def _print_summary(photo, maps, model_info, result, written, timings, total) -> 
         if r.get("body"):  # the fitted body
             r = dict(r["body"], warnings=r.get("warnings", []))
         parts = r.get("parts", [])
-        print(f"  person {p.person_id}: {r.get('vertices', len(p.mesh.data.vertices))} vertices, "
+        vertices = r.get("vertices") or (len(p.mesh.data.vertices) if p.mesh is not None else 0)
+        print(f"  person {p.person_id}: {vertices} vertices, "
               f"{len(parts)} parts, {r.get('bones', 0)} bones"
               + (f" ({r['estimated_bones']} estimated)" if r.get("estimated_bones") else ""))
         for warning in r.get("warnings", []):

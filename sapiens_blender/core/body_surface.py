@@ -20,6 +20,7 @@ OCCLUSION_TOLERANCE = 0.015  # m: a point this close behind the nearest body sur
 FACING_MIN = 0.05  # cosine: surfaces seen this edge-on give no reliable photo pixel
 MEASURE_FACING = 0.35  # cosine: below it the offset to the observed surface is underestimated
 SKIN_FILL = np.array([196, 160, 140], np.uint8)  # neutral skin where nothing better is known
+MIN_SEEN_FOR_FILL = 0.1  # a part's hidden side takes its seen colour only if this much of it is seen
 RASTER_CHUNK = 4_000_000  # candidate pixels per rasteriser pass (bounds memory)
 
 
@@ -264,8 +265,12 @@ def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_
     colours = image[pr[seen], pc[seen]]
     fill = np.tile(SKIN_FILL, (len(face), 1))
     seen_parts = parts[face[seen]]
+    texel_parts = parts[face]
     for part in np.unique(seen_parts):  # one median per part (a few dozen parts)
-        fill[parts[face] == part] = np.median(colours[seen_parts == part], axis=0).astype(np.uint8)
+        in_part = texel_parts == part
+        of_part = seen_parts == part
+        if of_part.sum() >= MIN_SEEN_FOR_FILL * in_part.sum():  # a glimpse at the frame's edge is no sample
+            fill[in_part] = np.median(colours[of_part], axis=0).astype(np.uint8)
     texture[rows, cols] = fill
     texture[rows[seen], cols[seen]] = colours
     covered[rows, cols] = True
