@@ -33,6 +33,8 @@ def analysis_key(maps: Maps) -> str:
     the maps went through the .blend or an .npz (lossless); a new analysis gives a new one."""
     digest = hashlib.blake2b(digest_size=12)
     for name, array in sorted(maps.to_arrays().items()):
+        if name.startswith(("body_", "fit_")):
+            continue  # a body fit added to the analysis later keeps its key (and its objects)
         array = np.ascontiguousarray(array)
         digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
         digest.update(array.tobytes())

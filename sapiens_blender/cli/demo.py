@@ -109,6 +109,7 @@ def _analyze(photo: Path, args, timings: dict):
     Returns (maps, model facts, why there is no body fit or '')."""
     from .. import api
     from ..core.analysis import analyze_photo
+    from ..core.body import BodyError
     from ..core.errors import SapiensServerError
     from ..core.server_process import ServerProcess
 
@@ -129,7 +130,7 @@ def _analyze(photo: Path, args, timings: dict):
             try:
                 maps = api._fit_with(client, maps, None)
                 _stage(timings, "body fit", t)
-            except SapiensServerError as exc:  # e.g. a server without the body model: still build
+            except (SapiensServerError, BodyError) as exc:  # e.g. a server without the body model
                 fit_error = str(exc)
         try:
             info = client.model_metadata(args.model)

@@ -119,11 +119,62 @@ class SAPIENS_OT_build_armature(_BuildOperator, bpy.types.Operator):
 
 
 class SAPIENS_OT_build_body(_BuildOperator, bpy.types.Operator):
-    """Build the fitted 3D body: a complete, rigged and posed human with the photo's clothing and texture"""
+    """Build the fitted 3D body: a complete, rigged and posed human with the photo's clothing and
+    texture (an analysis without a body fit is fitted by the server first)"""
 
     bl_idname = "sapiens.build_body"
     bl_label = "Build Body"
     products = ("body",)
+
+    def execute(self, context):
+        from ..core.body import has_body
+
+        try:
+            maps = storage.load_analysis(context.scene)
+        except MapsError as exc:
+            self.report({"ERROR"}, state.SESSION.set_error(exc))
+            return {"CANCELLED"}
+        if has_body(maps):
+            return super().execute(context)
+        return fit_then_build(self, context, maps)
+
+
+def fit_then_build(operator, context, maps):
+    """Fit the stored analysis on the server (a background job, like Analyze), keep the fit in
+    the stored analysis, then build the body."""
+    from ..core.body import fit_maps
+    from ..core.jobs import Job
+    from . import jobs, preferences
+    from .operators import _JobOperator, stage_label
+
+    session = state.SESSION
+    try:
+        config = preferences.server_config(context)
+    except ValueError as exc:
+        operator.report({"ERROR"}, session.set_error(exc))
+        return {"CANCELLED"}
+    scene_name = context.scene.name
+    photo = storage.analysis_summary(context.scene).get("photo", "")
+    people = properties.selected_people(context.scene)
+
+    def work(progress):
+        progress.update("starting server", None, "starting the inference server")
+        client = session.connect(config)
+        progress.check()
+        fitted, _ = fit_maps(client, maps, progress=lambda s, f, m: progress.update(stage_label(s), f, m or s),
+                             cancel_event=progress.cancel_event)
+        return fitted
+
+    def on_success(fitted):
+        scene = bpy.data.scenes.get(scene_name)
+        if scene is None:
+            raise RuntimeError(f"The scene {scene_name!r} was removed during the body fit.")
+        storage.store_analysis(scene, fitted, photo=photo)
+        options = pipeline.BuildOptions(name=_photo_stem(scene), people=people)
+        session.last_info = build_message("Build Body", pipeline.build_products(fitted, ("body",), options))
+
+    job = Job("Body fit", work, on_success=on_success, on_failure=session.set_error)
+    return _JobOperator.finish(operator, jobs.launch(job, "fit"))
 
 
 def _products_for(maps, products) -> tuple:
