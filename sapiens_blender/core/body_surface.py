@@ -257,6 +257,10 @@ def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_
     pr, pc = pr.clip(0, maps.height - 1), pc.clip(0, maps.width - 1)
     seen = (inside & facing & (point[:, 2] <= zbuf[pr, pc] + OCCLUSION_TOLERANCE)
             & (np.asarray(maps.mask)[pr, pc] == person_id))
+    observed = observed_points(maps) if maps.metric else None
+    if observed is not None:  # something of the photo's own (a held object) in front of the body
+        in_front = observed[pr, pc, 2] < point[:, 2] - MAX_THICKNESS - OCCLUSION_TOLERANCE
+        seen &= ~np.nan_to_num(in_front, nan=False).astype(bool)
     image = np.asarray(maps.image)
     texture = np.zeros((size, size, 3), np.uint8)
     covered = np.zeros((size, size), bool)

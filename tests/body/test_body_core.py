@@ -202,3 +202,19 @@ def test_joints_of_a_fit_write_a_joints_file_that_reads_back(body_scene, tmp_pat
     back = joints_io.read(path, complete=False)
     assert np.allclose(back[2]["left_wrist"].xyz, scene.fit.joints[1, scene.template.joint_names.index("left_wrist")])
     assert json.loads(path.read_text())["people"][0]["id"] == 1
+
+
+def test_texture_skips_what_is_in_front_of_the_body(body_scene):
+    """A metric photo whose surface lies well in front of the body there (a held object counted
+    as the person) gives no texture there: the fill shows instead."""
+    import copy
+
+    scene = body_scene("standing")
+    t, f = scene.template, scene.fit
+    maps = copy.deepcopy(scene.maps)
+    _, clean = bs.bake_texture(maps, 1, f.vertices[0], t.faces, t.uv, t.face_uv, size=128)
+    maps.pointmap[:, :, 2] -= 0.5  # everything observed half a metre nearer than the body
+    maps.image[:] = (0, 0, 0)
+    tex, blocked = bs.bake_texture(maps, 1, f.vertices[0], t.faces, t.uv, t.face_uv, size=128)
+    assert clean["seen_texels"] > 1000 and blocked["seen_texels"] == 0
+    assert (tex.reshape(-1, 3) == bs.SKIN_FILL).all(axis=1).mean() > 0.3
