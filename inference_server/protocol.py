@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from .tensors import (  # noqa: F401  (re-exported: the one import clients and tests need)
     DATATYPES,
     MAX_DIMS,
+    MAX_ID,
     NUMPY_DTYPES,
     InferRequest,
     ProtocolError,
@@ -79,7 +80,7 @@ def decode_message(body: bytes | memoryview, header_length: int | None,
         head_bytes, rest = view[:header_length], view[header_length:]
     try:
         header = json.loads(bytes(head_bytes))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, 5,000-digit numbers
         hint = "" if header_length is not None else (
             " (binary data needs the Inference-Header-Content-Length header)")
         raise ProtocolError(f"body is not valid JSON: {exc}{hint}") from None
@@ -131,8 +132,8 @@ def decode_message(body: bytes | memoryview, header_length: int | None,
 def parse_infer_request(body: bytes, header_length: int | None) -> InferRequest:
     header, inputs = decode_message(body, header_length, "inputs")
     rid = header.get("id")
-    if rid is not None and (not isinstance(rid, str) or len(rid) > 256):
-        raise ProtocolError("'id' must be a string of at most 256 characters")
+    if rid is not None and (not isinstance(rid, str) or len(rid) > MAX_ID):
+        raise ProtocolError(f"'id' must be a string of at most {MAX_ID} characters")
     params = header.get("parameters") or {}
     if not isinstance(params, dict):
         raise ProtocolError("'parameters' must be an object")

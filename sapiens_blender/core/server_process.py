@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from .client import V2Client
 from .errors import ServerStartError
+from .private_dirs import open_no_follow, private_temp_dir
 
 STOPPED, STARTING, READY, ERROR = "stopped", "starting", "ready", "error"
 _LIVE_MANAGERS: "weakref.WeakSet[ServerProcess]" = weakref.WeakSet()
@@ -44,7 +44,7 @@ def default_source_root() -> Path:
 
 
 def default_log_dir() -> Path:
-    return Path(tempfile.gettempdir()) / "sapiens_blender"
+    return private_temp_dir()  # per user, 0700: other local users cannot plant links there
 
 
 class ServerProcess:
@@ -188,7 +188,7 @@ class ServerProcess:
         self.info, self._ready_line, self._client = {}, None, None
         self._ready_event.clear()
         self.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._log = open(self.log_path, "wb")
+        self._log = open_no_follow(self.log_path, "wb")
         flags = {}
         if os.name == "nt":
             flags["creationflags"] = getattr(subprocess, "CREATE_NO_WINDOW", 0)
