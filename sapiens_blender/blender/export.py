@@ -9,12 +9,14 @@ interrupted batch can find and remove them.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 from pathlib import Path
 
 import bpy
 
-from ..core.atomic_files import TEMP_MARK, remove_stale_temp_files, temp_path_for  # noqa: F401
+from ..core.atomic_files import TEMP_MARK, atomic_output, output_path, remove_stale_temp_files  # noqa: F401
 from .context import preserved_selection, select_only
 
 FORMATS = {".blend": "blend", ".glb": "glb", ".gltf": "gltf", ".fbx": "fbx"}
@@ -36,13 +38,15 @@ def export(path: str | os.PathLike, objects: list | None = None) -> Path:
 
     .blend always saves the whole file (a copy: the current file name is not changed).
     """
-    path = Path(path).resolve()
+    path = output_path(path)  # not resolved: a link at the output is replaced, not followed
     fmt = export_format(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path_for(path)
-    try:
+    with atomic_output(path) as tmp:
         if fmt == "blend":
-            bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False, compress=False)
+            try:
+                bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False,
+                                            compress=False)
+            except RuntimeError as exc:  # e.g. a full disk: say so, not "cannot save"
+                raise ExportError(f"cannot write {path.name}: {_disk_reason(tmp, exc)}") from exc
         else:
             with preserved_selection() as view_layer:
                 chosen = list(objects) if objects is not None else list(view_layer.objects)
@@ -56,13 +60,20 @@ def export(path: str | os.PathLike, objects: list | None = None) -> Path:
                     raise ExportError(f"the {fmt} exporter failed for {path.name}: {exc}") from exc
         if not tmp.exists():
             raise ExportError(f"the {fmt} exporter wrote nothing for {path.name}")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        if fmt == "gltf":
-            tmp.with_suffix(".bin").unlink(missing_ok=True)
-        raise
     return path
+
+
+def _disk_reason(tmp: Path, exc: Exception) -> str:
+    """Blender reports a failed save as a RuntimeError naming the temporary file; the cause
+    that matters to the user (disk full, no permission) is the folder's state."""
+    folder = tmp.parent
+    with contextlib.suppress(OSError):
+        free = shutil.disk_usage(folder).free
+        if free < 64 * 1024 * 1024:
+            return f"the disk holding {folder} is full ({free // 1024} KiB free)"
+    if not os.access(folder, os.W_OK):
+        return f"{folder} is not writable"
+    return str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
 
 
 def _export_gltf(tmp: Path, fmt: str) -> None:
