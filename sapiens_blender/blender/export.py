@@ -39,28 +39,46 @@ def export(path: str | os.PathLike, objects: list | None = None) -> Path:
     .blend always saves the whole file (a copy: the current file name is not changed).
     """
     path = output_path(path)  # not resolved: a link at the output is replaced, not followed
-    fmt = export_format(path)
+    export_format(path)
     with atomic_output(path) as tmp:
-        if fmt == "blend":
-            try:
-                bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False,
-                                            compress=False)
-            except RuntimeError as exc:  # e.g. a full disk: say so, not "cannot save"
-                raise ExportError(f"cannot write {path.name}: {_disk_reason(tmp, exc)}") from exc
-        else:
-            with preserved_selection() as view_layer:
-                chosen = list(objects) if objects is not None else list(view_layer.objects)
-                select_only(view_layer, chosen, chosen[0] if chosen else None)
-                try:
-                    if fmt in ("glb", "gltf"):
-                        _export_gltf(tmp, fmt)
-                    else:
-                        _export_fbx(tmp)
-                except RuntimeError as exc:  # the exporter's own traceback, as an operator error
-                    raise ExportError(f"the {fmt} exporter failed for {path.name}: {exc}") from exc
-        if not tmp.exists():
-            raise ExportError(f"the {fmt} exporter wrote nothing for {path.name}")
+        _write(path, tmp, objects)
     return path
+
+
+def export_all(paths, objects: list | None = None) -> list[Path]:
+    """Export to every path or to none: each is written to its temporary file first, and they
+    replace their outputs only once every export has succeeded."""
+    outputs = [output_path(p) for p in paths]
+    for out in outputs:
+        export_format(out)
+    with contextlib.ExitStack() as stack:
+        temps = [stack.enter_context(atomic_output(out)) for out in outputs]
+        for out, tmp in zip(outputs, temps):
+            _write(out, tmp, objects)
+    return outputs
+
+
+def _write(path: Path, tmp: Path, objects) -> None:
+    fmt = export_format(path)
+    if fmt == "blend":
+        try:
+            bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False,
+                                        compress=False)
+        except RuntimeError as exc:  # e.g. a full disk: say so, not "cannot save"
+            raise ExportError(f"cannot write {path.name}: {_disk_reason(tmp, exc)}") from exc
+    else:
+        with preserved_selection() as view_layer:
+            chosen = list(objects) if objects is not None else list(view_layer.objects)
+            select_only(view_layer, chosen, chosen[0] if chosen else None)
+            try:
+                if fmt in ("glb", "gltf"):
+                    _export_gltf(tmp, fmt)
+                else:
+                    _export_fbx(tmp)
+            except RuntimeError as exc:  # the exporter's own traceback, as an operator error
+                raise ExportError(f"the {fmt} exporter failed for {path.name}: {exc}") from exc
+    if not tmp.exists():
+        raise ExportError(f"the {fmt} exporter wrote nothing for {path.name}")
 
 
 def _disk_reason(tmp: Path, exc: Exception) -> str:

@@ -56,7 +56,7 @@ def find_inputs(folder: Path) -> list[Path]:
 
 
 def run(args) -> int:
-    from ..core.atomic_files import remove_stale_temp_files
+    from ..core.atomic_files import check_writable, remove_stale_temp_files
 
     src, out = Path(args.input_dir), Path(args.out)
     formats = [f.strip().lower().lstrip(".") for f in args.format.split(",") if f.strip()]
@@ -67,7 +67,11 @@ def run(args) -> int:
                            "--jobs must be at least 1" if args.jobs < 1 else "no format given"),
               file=sys.stderr)
         return 2
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        check_writable([out / f"probe.{formats[0]}"])
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     stale = remove_stale_temp_files(out)
     if stale:
         print(f"removed {len(stale)} temporary file(s) of an interrupted run", file=sys.stderr)

@@ -56,9 +56,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: the demo needs Blender as a Python module (bpy): {exc}\n"
               "install it with: bash scripts/install.sh app", file=sys.stderr)
         return 3
+    from ..core.atomic_files import check_writable
+
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     stem = photo.stem
+    try:
+        check_writable([out / f"{stem}{ext}" for ext in (".npz", ".blend", ".glb")])
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     timings: dict[str, float] = {}
     total = time.perf_counter()
     try:

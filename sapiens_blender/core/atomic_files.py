@@ -108,3 +108,31 @@ def remove_stale_temp_files(folder: str | os.PathLike) -> list[Path]:
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed
+
+
+class OutputNotWritable(OSError):
+    """An output cannot be written; the message is one line naming the path and why."""
+
+
+def check_writable(paths) -> None:
+    """Before any work: create the folders of ``paths`` and prove each takes a new file (a
+    probe file, created and removed, catches read-only disks, permissions and ACLs alike).
+    Raises OutputNotWritable naming the first output that cannot be written."""
+    for path in paths:
+        target = output_path(path)
+        if target.is_dir():
+            raise OutputNotWritable(f"cannot write {path}: it is a folder")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputNotWritable(f"cannot create the output folder {target.parent}: "
+                                    f"{exc.strerror or exc}") from None
+        probe = temp_path_for(target)
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                         0o600)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise OutputNotWritable(f"cannot write {path}: the folder {target.parent} does not "
+                                    f"take new files ({exc.strerror or exc})") from None
