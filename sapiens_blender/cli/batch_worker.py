@@ -49,7 +49,9 @@ def main() -> None:
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    import bpy  # noqa: F401  (once per process: this is the expensive import)
+    from ..blender.deterministic import import_bpy
+
+    import_bpy()  # once per process (the expensive import), sized for deterministic exports
 
     from .. import api
     from ..blender.pipeline import BuildOptions

@@ -101,7 +101,9 @@ def run(args) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        import bpy  # noqa: F401
+        from ..blender.deterministic import import_bpy
+
+        import_bpy()  # same maps, same bytes
     except ImportError:
         print("error: building needs Blender's Python module: pip install 'sapiens-blender[blender]'",
               file=sys.stderr)
