@@ -69,11 +69,10 @@ def run(args: argparse.Namespace) -> int:
     total = time.perf_counter()
     try:
         maps, model_info = _analyze(photo, args, timings)
-        maps.save(out / f"{stem}.npz")
+        written = [maps.save(out / f"{stem}.npz")]  # every file written is reported
         t = time.perf_counter()
         result, rig_error = _build(api, maps, stem, args.stride)
         _stage(timings, "build", t)
-        written = []
         for ext in (".blend", ".glb"):
             t = time.perf_counter()
             written.append(api.export(out / f"{stem}{ext}", result))
@@ -133,14 +132,10 @@ def _print_summary(photo, maps, model_info, result, written, timings, total) -> 
     print(f"photo: {photo} ({maps.width}x{maps.height})")
     print(f"maps: {maps.source}")
     print(f"people: {len(people)}")
-    for p in people:
-        r = p.report
-        parts = r.get("parts", [])
-        print(f"  person {p.person_id}: {r.get('vertices', len(p.mesh.data.vertices))} vertices, "
-              f"{len(parts)} parts, {r.get('bones', 0)} bones"
-              + (f" ({r['estimated_bones']} estimated)" if r.get("estimated_bones") else ""))
-        for warning in r.get("warnings", []):
-            print(f"    note: {warning}")
+    if result.report.get("warning"):
+        print(f"warning: {result.report['warning']}")
+    for line in result.person_lines():
+        print(line)
     build_stages = ", ".join(f"{k} {v:.2f}" for k, v in result.timings.items())
     print("seconds per stage: " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items())
           + f" (build: {build_stages}); total {total:.2f}")
