@@ -26,7 +26,7 @@ from ..core.geometry import normals as geo_normals
 from ..core.geometry.types import GeometryError, SurfaceMesh
 from ..core.maps import Maps
 from . import armature, camera, context, identity, materials, mesh, skinning
-from . import build_steps as steps
+from ..core import build_steps as steps
 from .images import image_from_array
 
 TANGENT_FILL = np.array([0.0, 0.0, 1.0], np.float32)  # "no change" in tangent space
