@@ -63,6 +63,7 @@ def test_failures_are_reported_and_the_rest_is_built(tmp_path):
     assert "1 built" in proc.stdout
 
 
+@pytest.mark.slow
 def test_rerun_skips_and_killed_run_resumes_to_identical_outputs(inputs, tmp_path):
     clean = tmp_path / "clean"
     proc = run_batch(inputs, clean, "--jobs", "2")

@@ -87,6 +87,7 @@ def check_maps(out: dict, h: int, w: int) -> None:
         assert out[dense].binary, f"{dense} must travel binary"
 
 
+@pytest.mark.slow
 def test_tiny_model_from_png_and_from_pixels_agree(server):
     photo = _photo()
     image = protocol.tensor("image", np.array([png_bytes(photo)], object), "BYTES")

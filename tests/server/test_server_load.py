@@ -53,6 +53,7 @@ def _usage(proc) -> tuple[int, int]:
     return proc.memory_info().rss, proc.num_fds() if hasattr(proc, "num_fds") else proc.num_handles()
 
 
+@pytest.mark.slow
 def test_concurrent_clients_no_errors_no_growth(server):
     proc = psutil.Process(server.proc.pid)
     with ThreadPoolExecutor(CLIENTS) as pool:  # warm-up round
