@@ -42,8 +42,9 @@ def _health(server, timeout: float = 5.0) -> int:
     return server.get("/v2/health/live", auth=False, timeout=timeout).status
 
 
-def test_header_flood_is_cut_off_and_costs_no_memory(tmp_path):
-    server = start_server(tmp_path)
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_header_flood_is_cut_off_and_costs_no_memory(tmp_path, http):
+    server = start_server(tmp_path, "--http", http)
     try:
         before = _rss(server)
         results: list[tuple[int, bytes]] = []
@@ -70,8 +71,9 @@ def test_header_flood_is_cut_off_and_costs_no_memory(tmp_path):
         assert len(results) == 8
         for sent, answer in results:
             assert sent < (16 << 20), "the server kept reading an endless header"
-            assert answer == b"" or answer.startswith(b"HTTP/1.1 431"), answer[:100]
-        assert any(answer.startswith(b"HTTP/1.1 431") for _, answer in results)
+            # h11 itself may answer 400 first (it has its own limit, set to the same size)
+            assert answer == b"" or answer.startswith((b"HTTP/1.1 431", b"HTTP/1.1 400")), answer[:100]
+        assert any(answer.startswith((b"HTTP/1.1 431", b"HTTP/1.1 400")) for _, answer in results)
         assert growth < 40 * 1024 * 1024, f"the server grew by {growth / 2**20:.0f} MiB"
         assert _health(server) == 200
     finally:
@@ -89,8 +91,10 @@ def test_too_many_header_lines_are_refused(tmp_path):
         assert server.stop() == 0
 
 
-def test_incomplete_requests_time_out(tmp_path):
-    server = start_server(tmp_path, "--enable-echo", "--header-timeout", "1", "--body-timeout", "1")
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_incomplete_requests_time_out(tmp_path, http):
+    server = start_server(tmp_path, "--enable-echo", "--header-timeout", "1", "--body-timeout", "1",
+                          "--http", http)
     try:
         silent = socket.create_connection(("127.0.0.1", server.port))
         half_head = socket.create_connection(("127.0.0.1", server.port))
