@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         body_idle_timeout_s=args.body_timeout, max_body_bytes=args.max_body_bytes,
         max_connections=max(1, min(args.max_connections, files - 128)))
     protocol = guarded_protocol(protocol_class(args.http), limits)
-    server = _Server(uvicorn.Config(asgi, http=protocol, log_config=None, lifespan="off",
+    server = _Server(uvicorn.Config(asgi, http=protocol, ws="none", log_config=None, lifespan="off",
                                     access_log=False, timeout_graceful_shutdown=10,
                                     h11_max_incomplete_event_size=args.max_header_bytes,
                                     timeout_keep_alive=60), jobs.shutdown)
