@@ -96,3 +96,8 @@ def export(path: str | os.PathLike, result: BuildResult | None = None) -> Path:
     """Write ``path`` (.blend, .glb, .gltf, .fbx) atomically. With ``result``, glTF/FBX contain
     only that build's camera, meshes and armatures (exactly one camera); .blend is the whole file."""
     return _export.export(path, result.objects if result is not None else None)
+
+
+def export_all(paths, result: BuildResult | None = None) -> list[Path]:
+    """:func:`export` to several paths, all or none (nothing is replaced unless every one succeeds)."""
+    return _export.export_all(paths, result.objects if result is not None else None)

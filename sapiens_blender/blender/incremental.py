@@ -26,7 +26,7 @@ from ..core.geometry import normals as geo_normals
 from ..core.geometry.types import GeometryError, SurfaceMesh
 from ..core.maps import Maps
 from . import armature, camera, context, identity, materials, mesh, skinning
-from . import build_steps as steps
+from ..core import build_steps as steps
 from .images import image_from_array
 
 TANGENT_FILL = np.array([0.0, 0.0, 1.0], np.float32)  # "no change" in tangent space
@@ -92,7 +92,7 @@ class PersonBuild:
     def __init__(self, scope: Scope, pid: int):
         self.scope, self.pid = scope, pid
         self.label = f"{scope.base} person {pid}"
-        self.report: dict = {"warnings": [], "built": [], "kept": []}
+        self.report: dict = {"warnings": [], "notes": [], "built": [], "kept": []}
         self._surface: SurfaceMesh | None = None
         self.collection = scope.find_collection(identity.PERSON_COLLECTION, pid)
         self.mesh = scope.find_object(identity.MESH, pid, self.collection)
@@ -248,9 +248,11 @@ class PersonBuild:
             self.armature = arm
             self.report.update(bones=len(skel.names), estimated_bones=int(np.count_nonzero(skel.estimated)),
                                joints=joint_report)
-            filled = joint_report.get("filled", [])
-            if filled:
-                self.report["warnings"].append(f"joints filled in (estimated): {', '.join(sorted(filled))}")
+            filled = sorted(joint_report.get("filled", []))
+            if filled:  # one sentence for both counts: bones are estimated because joints were
+                self.report["notes"].append(
+                    f"{self.report['estimated_bones']} of {len(skel.names)} bones are estimated from "
+                    f"{len(filled)} joints filled in: {', '.join(filled)}")
         self._note("armature", skel is not None)
         if opts.skinning == "none" or is_skinned(obj, self.armature):
             return

@@ -68,21 +68,25 @@ class BuildResult:
         lines = [f"people: {len(self.people)}"]
         if self.report.get("warning"):
             lines.append(f"warning: {self.report['warning']}")
+        lines += self.person_lines()
+        lines.append("seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in self.timings.items()))
+        return "\n".join(lines)
+
+    def person_lines(self) -> list[str]:
+        """Per person: one line of facts, then its notes (information) and warnings (problems),
+        each said once. The CLI's build and demo print these same lines."""
+        lines = []
         for p in self.people:
             r = p.report
             lines.append(
                 f"  person {p.person_id}: {r.get('vertices', 0)} vertices, {r.get('faces', 0)} faces, "
                 f"{len(r.get('parts', []))} parts, {r.get('bones', 0)} bones"
-                + (f" ({r['estimated_bones']} estimated)" if r.get("estimated_bones") else "")
                 + (f", skinning {r['skinning']['method']}" if r.get("skinning") else "")
-                + (f", {r['skinning']['fallback_vertices']} vertices with part weights"
-                   if r.get("skinning", {}).get("fallback_vertices") else "")
                 + (f" (kept: {', '.join(r['kept'])})" if r.get("kept") else "")
             )
-            for warning in r.get("warnings", []):
-                lines.append(f"    warning: {warning}")
-        lines.append("seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in self.timings.items()))
-        return "\n".join(lines)
+            lines += [f"    note: {note}" for note in r.get("notes", [])]
+            lines += [f"    warning: {warning}" for warning in r.get("warnings", [])]
+        return lines
 
 
 class _Timer:

@@ -140,11 +140,13 @@ def run(args) -> int:
     if missing:
         print(f"error: no such photo: {', '.join(missing)}", file=sys.stderr)
         return 2
+    from ..core.atomic_files import check_writable
+
     out_dir = Path(args.out)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        check_writable([out_dir / f"{p.stem}.npz" for p in photos])
     except OSError as exc:
-        print(f"error: cannot create the output folder {out_dir}: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     stems = [p.stem for p in photos]
     if len(set(stems)) != len(stems):

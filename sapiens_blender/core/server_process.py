@@ -19,16 +19,32 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
+from enum import Enum
 from pathlib import Path
 
 from .client import V2Client
 from .errors import ServerStartError
+from .private_dirs import open_no_follow, private_temp_dir
 
-STOPPED, STARTING, READY, ERROR = "stopped", "starting", "ready", "error"
+
+class ServerState(str, Enum):
+    """A local server's state (a str, so it prints and serialises as its value)."""
+
+    STOPPED = "stopped"
+    STARTING = "starting"
+    READY = "ready"
+    ERROR = "error"
+
+    __hash__ = str.__hash__  # equal to its value, so dicts keyed by the plain strings find it
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STOPPED, STARTING, READY, ERROR = ServerState
 _LIVE_MANAGERS: "weakref.WeakSet[ServerProcess]" = weakref.WeakSet()
 
 
@@ -44,7 +60,7 @@ def default_source_root() -> Path:
 
 
 def default_log_dir() -> Path:
-    return Path(tempfile.gettempdir()) / "sapiens_blender"
+    return private_temp_dir()  # per user, 0700: other local users cannot plant links there
 
 
 class ServerProcess:
@@ -188,7 +204,7 @@ class ServerProcess:
         self.info, self._ready_line, self._client = {}, None, None
         self._ready_event.clear()
         self.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._log = open(self.log_path, "wb")
+        self._log = open_no_follow(self.log_path, "wb")
         flags = {}
         if os.name == "nt":
             flags["creationflags"] = getattr(subprocess, "CREATE_NO_WINDOW", 0)

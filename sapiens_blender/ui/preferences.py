@@ -64,16 +64,16 @@ def get_prefs(context=None):
     return addon.preferences if addon else None
 
 
-def server_config(context=None) -> state.ServerConfig:
+def server_config(context=None) -> state.ConnectionSettings:
     """Snapshot of the preferences for a worker thread (bpy values must not be read there)."""
     prefs = get_prefs(context)
     if prefs is None:
-        return state.ServerConfig(python=sys.executable, online=bool(bpy.app.online_access))
+        return state.ConnectionSettings(python=sys.executable, online=bool(bpy.app.online_access))
     family = prefs.model_family
     model = f"{family}-{prefs.model_size}" if family in SIZES else family
     if family == "custom":
         model = prefs.custom_model.strip() or "auto"
-    return state.ServerConfig(
+    return state.ConnectionSettings(
         mode=prefs.server_mode,
         python=bpy.path.abspath(prefs.python_path) if prefs.python_path else "",
         url=prefs.remote_url.strip(),

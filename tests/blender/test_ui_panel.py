@@ -159,7 +159,7 @@ def test_starting_state_never_blocks_the_ui(ui, tmp_path):
     slow_python = tmp_path / "slow_python"
     slow_python.write_text("#!/bin/sh\nsleep 3\n")
     slow_python.chmod(0o755)
-    config = state.ServerConfig(python=str(slow_python), startup_timeout=2.0)
+    config = state.ConnectionSettings(python=str(slow_python), startup_timeout=2.0)
     job = Job("Server start", lambda progress: state.SESSION.connect(config),
               on_failure=state.SESSION.set_error)
     jobs.BLOCKING = False
@@ -190,7 +190,7 @@ def test_ready_state_with_analysis_and_several_people(ui):
     from synthetic_scene import ellipsoid_maps
 
     state.reset_session()
-    state.SESSION.remote_client = V2Client("http://127.0.0.1:9", "t")  # a configured remote server
+    state.SESSION.connection.remote_client = V2Client("http://127.0.0.1:9", "t")  # a configured remote server
     maps = ellipsoid_maps(32, 24, people=2)
     storage.store_analysis(bpy.context.scene, maps, photo="two.png")
     map_images.update_map_images(bpy.context.scene, maps)
@@ -225,7 +225,7 @@ def test_running_state_shows_progress_and_only_cancel(ui):
 
 def test_error_state_shows_the_message_and_dismiss(ui):
     panel, _, state = ui
-    state.SESSION.remote_client = None
+    state.SESSION.connection.remote_client = None
     state.SESSION.set_error("the Python interpreter /x/python was not found: set the server's "
                             "Python in the add-on preferences")
     assert state.SESSION.panel_state() == state.ERROR

@@ -49,6 +49,7 @@ def assert_same_maps(a: dict, b: dict) -> None:
             assert x.tolist() == y.tolist(), key
 
 
+@pytest.mark.slow
 def test_batch_equals_one_by_one_with_one_forward_per_task(backend):
     photos = [photo(h, w, seed=i) for i, (h, w) in enumerate(SIZES)]
     options = [AnalyzeOptions(max_side=128) for _ in photos]

@@ -33,6 +33,7 @@ def test_2b_says_which_tasks_use_the_1b_checkpoints():
     assert any("sapiens_1b_goliath_best_goliath_AP_639" in f for f in files)
 
 
+@pytest.mark.slow
 def test_v1_analysis_gives_relative_depth_maps(tiny_hub, offline_hub):
     offline_hub(tiny_hub)
     assert sapiens_v1.weights_available("0.3b") and not sapiens_v1.weights_available("0.6b")
