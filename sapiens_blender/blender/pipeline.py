@@ -27,6 +27,7 @@ class BuildOptions:
     name: str = "photo"  # the photo's stem, used in every name
     stride: int = 1  # one vertex per `stride` pixels
     closed: bool = False  # watertight body (front + inferred back) instead of the visible surface
+    body: str = "none"  # 'none', or a fitted full body: 'minimal' or 'clothed' (the body fit)
     normal_space: str = "OBJECT"  # 'OBJECT' (exact, Blender) or 'TANGENT' (glTF/FBX/game engines)
     part_materials: bool = True
     armature: bool = True

@@ -69,7 +69,8 @@ class _BuildOperator:
         try:
             maps = storage.load_analysis(scene)
             options = pipeline.BuildOptions(name=_photo_stem(scene), people=properties.selected_people(scene),
-                                            normal_space=getattr(self, "normal_space", "OBJECT"))
+                                            normal_space=getattr(self, "normal_space", "OBJECT"),
+                                            **properties.build_settings(scene))
             result = pipeline.build_products(maps, self.products, options)
         except (MapsError, GeometryError, ValueError) as exc:
             self.report({"ERROR"}, state.SESSION.set_error(exc))

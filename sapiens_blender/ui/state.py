@@ -17,6 +17,7 @@ from pathlib import Path
 from ..core.errors import SapiensServerError, ServerNotRunning, ServerStartError
 from ..core.jobs import RUNNING, Job
 from ..core.server_process import default_source_root
+from ..core.server_runtime import resolve_runtime
 
 # What the panel shows (one of these at a time).
 NO_SERVER, STARTING, READY, BUSY, ERROR = "no server", "starting", "ready", "running", "error"
@@ -152,15 +153,12 @@ class Session:
                 self.server.stop()
                 self.server = None
             if self.server is None:
-                if not config.python:
-                    raise ServerStartError(
-                        "No Python interpreter is set for the local server. Open Edit > "
-                        "Preferences > Add-ons > Sapiens and click 'Set Up Server Environment', "
-                        "or enter the path of a Python that has torch installed.")
+                runtime = resolve_runtime(config.python, server_source_root(), config.extra_pythonpath)
+                env = dict(config.environment(), PYTHONPATH=os.pathsep.join(runtime.pythonpath))
                 self.server = ServerProcess(
-                    python=config.python, extra_args=list(config.extra_args),
+                    python=runtime.python, extra_args=list(config.extra_args),
                     startup_timeout=config.startup_timeout, source_root=server_source_root(),
-                    env=config.environment(),
+                    env=env, interpreter_args=runtime.interpreter_args,
                 )
                 self.server_key = config.process_key()
             server = self.server
