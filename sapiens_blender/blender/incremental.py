@@ -43,6 +43,7 @@ class Scope:
         self.scene = bpy.context.scene
         self.base = f"Sapiens {options.name}"
         self._root = self._photo = self._camera = None
+        self._made: list = []  # images and materials made by this build (found again without reuse)
 
     def find_object(self, role, person=None, anchor=None):
         return identity.find_object(self.scene, self.key, role, person, anchor) if self.reuse else None
@@ -51,7 +52,14 @@ class Scope:
         return identity.find_collection(self.scene, self.key, role, person) if self.reuse else None
 
     def find_data(self, data, role, person=None, **extra):
-        return identity.find_data(data, self.key, role, person, **extra) if self.reuse else None
+        """Tagged data of this analysis; without reuse only what this build made itself (an
+        API build must not pick up an earlier one's, nor make a second normals image)."""
+        pool = data if self.reuse else self._made  # roles tell images and materials apart
+        return identity.find_data(pool, self.key, role, person, **extra)
+
+    def made(self, data):
+        self._made.append(data)
+        return data
 
     def root(self) -> bpy.types.Collection:
         if self._root is None:
@@ -65,7 +73,7 @@ class Scope:
             self._photo = self.find_data(bpy.data.images, identity.PHOTO)
             if self._photo is None:
                 image = image_from_array(f"{self.base} photo", self.maps.image)
-                self._photo = identity.tag(image, self.key, identity.PHOTO)
+                self._photo = self.made(identity.tag(image, self.key, identity.PHOTO))
         return self._photo
 
     def camera(self) -> tuple[bpy.types.Object, bool]:
@@ -161,7 +169,7 @@ class PersonBuild:
         mat = self.scope.find_data(bpy.data.materials, identity.PHOTO_MATERIAL, self.pid)
         if mat is None:
             mat = materials.build_photo_material(f"{self.label} photo", self.scope.photo())
-            identity.tag(mat, self.scope.key, identity.PHOTO_MATERIAL, self.pid)
+            self.scope.made(identity.tag(mat, self.scope.key, identity.PHOTO_MATERIAL, self.pid))
         space = self.mesh.get(NORMAL_SPACE) if self.mesh is not None else None
         if space:
             set_normal_texture(mat, self.normal_image(space), space)
@@ -182,7 +190,7 @@ class PersonBuild:
                 else:
                     texture = geo_normals.encode_normal_texture(geo_normals.object_space_normal_map(maps, self.pid))
                 image = image_from_array(f"{self.label} normals", texture, non_color=True)  # 8-bit: < 0.5°
-            identity.tag(image, self.scope.key, identity.NORMALS, self.pid)
+            self.scope.made(identity.tag(image, self.scope.key, identity.NORMALS, self.pid))
             image[NORMAL_SPACE] = space
         return image
 

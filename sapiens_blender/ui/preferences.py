@@ -5,7 +5,6 @@ plus the Check and Set Up Server Environment buttons."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import bpy

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.errors import SapiensServerError, ServerNotRunning, ServerStartError
+from ..core.errors import SapiensServerError, ServerNotRunning
 from ..core.jobs import RUNNING, Job
 from ..core.server_process import default_source_root
 from ..core.server_runtime import resolve_runtime
