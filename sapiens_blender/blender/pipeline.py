@@ -19,7 +19,7 @@ import bpy
 
 from ..core.geometry.types import GeometryError, Joint
 from ..core.maps import Maps
-from . import incremental
+from . import incremental, lighting
 
 
 @dataclass
@@ -35,6 +35,7 @@ class BuildOptions:
     people: list[int] | None = None  # person ids to build (default: all in the mask)
     joints: dict[int, dict[str, Joint]] | None = None  # 3D joints per person id (a joints file)
     make_active_camera: bool = True
+    lighting: bool = True  # a world and a sun from the photo where the scene has none (renders not black)
     # Bone heat runs on a coarser proxy of the surface above this many vertices (then the weights
     # are transferred): it costs ~5 s at 19k vertices and ~36 s at 77k.
     bone_heat_max_vertices: int = 20000
@@ -152,8 +153,10 @@ def build_products(maps: Maps, products, options: BuildOptions | None = None, *,
         results.append(PersonResult(pid, person.ensure_collection(), person.mesh, person.armature,
                                     person.finish()))
     cam, _ = scope.camera()
+    with timer("world and light"):
+        lit = lighting.ensure_world_and_light(scope.scene, maps, scope.base, scope.root()) if options.lighting else []
     report = {"source": maps.source, "metric": bool(maps.metric), "size": [maps.width, maps.height],
-              "analysis": scope.key}
+              "analysis": scope.key, "added": lit}
     if not maps.metric:
         report["warning"] = "relative depth (not metric): sizes are only plausible, not measured"
     return BuildResult(cam, scope.root(), results, timer.seconds, report)

@@ -29,3 +29,47 @@ def test_one_build_makes_one_normals_image_and_no_orphans(empty):
     live_materials = {m for ob in bpy.data.objects if ob.type == "MESH" for m in ob.data.materials}
     used = {n.image for m in live_materials for n in m.node_tree.nodes if n.type == "TEX_IMAGE"}
     assert set(bpy.data.images) <= used, [im.name for im in set(bpy.data.images) - used]
+
+
+def render_mean(tmp_path, size=(48, 36)) -> tuple[float, float]:
+    """Mean brightness of a small Cycles render: (over the image, over its centre)."""
+    scene = bpy.context.scene
+    scene.render.engine = "CYCLES"
+    scene.cycles.samples = 4
+    scene.cycles.device = "CPU"
+    scene.render.resolution_x, scene.render.resolution_y = size
+    scene.render.resolution_percentage = 100
+    scene.render.filepath = str(tmp_path / "render.png")
+    bpy.ops.render.render(write_still=True)
+    image = bpy.data.images.load(str(tmp_path / "render.png"))
+    w, h = image.size
+    px = np.empty(w * h * image.channels, np.float32)
+    image.pixels.foreach_get(px)
+    rgb = px.reshape(h, w, image.channels)[..., :3]
+    bpy.data.images.remove(image)
+    return float(rgb.mean()), float(rgb[h // 4: 3 * h // 4, w // 4: 3 * w // 4].mean())
+
+
+def test_a_built_file_renders_as_it_is(empty, tmp_path):
+    maps = ellipsoid_maps(96, 72)
+    maps.image[...] = (200, 150, 120)  # a lit person ...
+    maps.image[maps.mask == 0] = (40, 60, 90)  # ... before a dark blue backdrop
+    result = api.build_from_maps(maps, name="lit")
+    assert result.report["added"] == ["world", "light"]
+    world = bpy.context.scene.world
+    assert world is not None and world.color[2] > world.color[0]  # the backdrop's blue
+    (sun,) = [o for o in bpy.data.objects if o.type == "LIGHT"]
+    towards_light = sun.rotation_euler.to_matrix() @ __import__("mathutils").Vector((0, 0, 1))
+    assert towards_light.y < 0  # the key light is on the camera's side (the camera looks along +Y)
+    whole, centre = render_mean(tmp_path)
+    assert whole > 0.05 and centre > 0.1, (whole, centre)  # not black
+
+
+def test_the_users_world_and_lights_are_kept(empty):
+    world = bpy.data.worlds.new("mine")
+    bpy.context.scene.world = world
+    lamp = bpy.data.objects.new("my lamp", bpy.data.lights.new("my lamp", "POINT"))
+    bpy.context.scene.collection.objects.link(lamp)
+    result = api.build_from_maps(ellipsoid_maps(96, 72), name="kept")
+    assert result.report["added"] == []
+    assert bpy.context.scene.world == world and [o.name for o in bpy.data.objects if o.type == "LIGHT"] == ["my lamp"]
