@@ -73,3 +73,35 @@ def test_the_users_world_and_lights_are_kept(empty):
     result = api.build_from_maps(ellipsoid_maps(96, 72), name="kept")
     assert result.report["added"] == []
     assert bpy.context.scene.world == world and [o.name for o in bpy.data.objects if o.type == "LIGHT"] == ["my lamp"]
+
+
+def half_body_maps():
+    """The ellipsoid person cut off at mid-thigh, as a waist-up photo: legs not visible."""
+    maps = ellipsoid_maps(96, 120)
+    cut = int(maps.height * 0.55)
+    maps.mask[cut:] = 0
+    maps.parts[cut:] = 0
+    maps.depth[cut:] = np.nan
+    maps.normal[cut:] = np.nan
+    below = maps.keypoints[0, :, 1] >= cut
+    maps.keypoints[0, below, 2] = 0.0
+    return maps
+
+
+def test_a_half_body_photo_gets_no_bones_outside_the_body(empty):
+    result = api.build_from_maps(half_body_maps(), name="half")
+    person = result.people[0]
+    bones = {b.name: b for b in person.armature.data.bones}
+    assert not {"thigh.L", "shin.L", "foot.L", "thigh.R", "shin.R", "foot.R"} & set(bones)
+    assert {"pelvis", "spine", "chest", "neck", "head", "upper_arm.L", "upper_arm.R"} <= set(bones)
+    assert "thigh.L" in person.report["joints"]["dropped_bones"]
+    verts = np.array([v.co for v in person.mesh.data.vertices])
+    lowest = verts[:, 2].min()
+    tails = np.array([b.tail_local for b in bones.values()])
+    assert tails[:, 2].min() > lowest - 0.1  # nothing hangs below the mesh
+    assert result.people[0].report["skinning"]["unweighted_vertices"] == 0
+
+
+def test_a_full_body_keeps_its_legs(empty):
+    bones = {b.name for b in api.build_from_maps(ellipsoid_maps(96, 120), name="full").people[0].armature.data.bones}
+    assert {"thigh.L", "shin.L", "foot.L", "toe.R"} <= bones
