@@ -23,6 +23,8 @@ import bpy
 import numpy as np
 
 from ..core.geometry import normals as geo_normals
+from ..core.geometry.weights import constrain_weights
+from ..core.goliath import KEYPOINT_INDEX
 from ..core.geometry.types import GeometryError, SurfaceMesh
 from ..core.maps import Maps
 from . import armature, camera, context, identity, materials, mesh, skinning
@@ -31,6 +33,7 @@ from .images import image_from_array
 
 TANGENT_FILL = np.array([0.0, 0.0, 1.0], np.float32)  # "no change" in tangent space
 NORMAL_TEXTURE_NODE, NORMAL_MAP_NODE = "Normal texture", "Normal map"
+CHIN_CONFIDENCE = 0.3  # below it the head/neck split goes by proportions, not the chin
 STRIDE, CLOSED, NORMAL_SPACE = "sapiens_stride", "sapiens_closed", "sapiens_normal_space"
 
 
@@ -286,7 +289,16 @@ class PersonBuild:
             proxy_surface = steps.surface(self.scope.maps, self.pid, coarse, bool(obj.get(CLOSED, opts.closed)))
             proxy = mesh.build_mesh_object(proxy_surface, f"{self.label} weight proxy", self.ensure_collection())
         try:
-            return skinning.skin(obj, self.armature, weights, list(skel.names), opts.skinning, proxy=proxy)
+            maps = self.scope.maps
+            chin = maps.person_keypoints(self.pid)[KEYPOINT_INDEX["tip_of_chin"]]
+            chin = chin[:2] if chin[2] >= CHIN_CONFIDENCE else None
+
+            def constrain(dense):
+                return constrain_weights(dense, surface, skel, maps.part_names, weights, chin=chin,
+                                         intrinsics=maps.intrinsics)
+
+            return skinning.skin(obj, self.armature, weights, list(skel.names), opts.skinning, proxy=proxy,
+                                 constrain=constrain)
         finally:
             if proxy is not None:  # our own temporary object
                 proxy_mesh = proxy.data

@@ -105,3 +105,41 @@ def test_a_half_body_photo_gets_no_bones_outside_the_body(empty):
 def test_a_full_body_keeps_its_legs(empty):
     bones = {b.name for b in api.build_from_maps(ellipsoid_maps(96, 120), name="full").people[0].armature.data.bones}
     assert {"thigh.L", "shin.L", "foot.L", "toe.R"} <= bones
+
+
+def test_skin_weights_stay_on_their_part_with_at_most_four_bones(empty, tmp_path):
+    from gltf_reader import Glb
+
+    from sapiens_blender.blender import skinning
+    from sapiens_blender.core.goliath import KEYPOINT_INDEX
+
+    maps = ellipsoid_maps(96, 120)
+    nose, neck = maps.keypoints[0, KEYPOINT_INDEX["nose"]], maps.keypoints[0, KEYPOINT_INDEX["neck"]]
+    chin = (nose + neck) / 2
+    maps.keypoints[0, KEYPOINT_INDEX["tip_of_chin"]] = (chin[0], chin[1], 0.9)
+    result = api.build_from_maps(maps, name="w")
+    person = result.people[0]
+    mesh = person.mesh
+    bones = [b.name for b in person.armature.data.bones]
+    weights = skinning.read_weights(mesh, bones)
+    count = (weights > 0).sum(axis=1)
+    assert count.max() <= 4 and count.min() >= 1 and person.report["skinning"]["max_influences"] <= 4
+    assert np.allclose(weights.sum(axis=1), 1.0, atol=0.003)
+
+    def part(name):
+        return skinning.read_weights(mesh, [f"part:{name}"])[:, 0] > 0
+
+    torso_bones = [bones.index(b) for b in ("pelvis", "spine", "chest", "clavicle.L", "clavicle.R", "neck")]
+    others = np.setdiff1d(np.arange(len(bones)), torso_bones)
+    assert not weights[part("Torso")][:, others].any()  # no torso vertex follows an arm or a leg
+    # Face above the chin follows the head (its pixel row is above the chin's).
+    rows = maps.intrinsics[1, 1] * -np.array([v.co for v in mesh.data.vertices])[:, 2] / 4.0 + maps.intrinsics[1, 2]
+    face = part("Face_Neck") & (rows < chin[1] - 3)
+    assert face.sum() > 20
+    assert (weights[face].argmax(axis=1) == bones.index("head")).mean() > 0.95
+    # What a game engine gets: at most 4 joints per vertex whose weights sum to one.
+    path = api.export(tmp_path / "w.glb", result)
+    glb = Glb(path)
+    prim = glb.json["meshes"][0]["primitives"][0]
+    exported = glb.accessor(prim["attributes"]["WEIGHTS_0"]).astype(np.float64)
+    assert np.allclose(exported.sum(axis=1), 1.0, atol=0.01) and "WEIGHTS_1" not in prim["attributes"]
