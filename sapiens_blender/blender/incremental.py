@@ -105,6 +105,7 @@ class PersonBuild:
         self.label = f"{scope.base} person {pid}"
         self.report: dict = {"warnings": [], "built": [], "kept": []}
         self._surface: SurfaceMesh | None = None
+        self._skeleton = None  # the skeleton this build made (the skinning step reuses it)
         self.collection = scope.find_collection(identity.PERSON_COLLECTION, pid)
         self.mesh = scope.find_object(identity.MESH, pid, self.collection)
         self.armature = scope.find_object(identity.ARMATURE, pid, self.collection)
@@ -246,10 +247,12 @@ class PersonBuild:
         self._note("part materials", not (has_materials and has_groups))
 
     # --- armature -----------------------------------------------------------------------------
-    def ensure_armature(self) -> None:
+    def ensure_armature(self, skin: bool = True) -> None:
+        """The armature (kept if there is one), then, with ``skin``, the skinning: two steps
+        the panel runs separately (bone heat alone can take seconds)."""
         obj = self.ensure_mesh()
         opts, timer = self.scope.options, self.scope.timer
-        skel = None
+        skel = self._skeleton
         if self.armature is None:
             with timer("armature"):
                 skel, joint_report = steps.skeleton(self.scope.maps, self.pid, self.surface(), opts.joints)
@@ -262,8 +265,9 @@ class PersonBuild:
             filled = joint_report.get("filled", [])
             if filled:
                 self.report["warnings"].append(f"joints filled in (estimated): {', '.join(sorted(filled))}")
+            self._skeleton = skel
         self._note("armature", skel is not None)
-        if opts.skinning == "none" or is_skinned(obj, self.armature):
+        if not skin or opts.skinning == "none" or is_skinned(obj, self.armature):
             return
         if skel is None:  # a kept armature: the skeleton is only needed for the fallback weights
             skel, _ = steps.skeleton(self.scope.maps, self.pid, self.surface(), opts.joints)

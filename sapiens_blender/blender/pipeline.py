@@ -126,6 +126,19 @@ def build_products(maps: Maps, products, options: BuildOptions | None = None, *,
     product implies the camera and the person's mesh. ``key`` identifies the analysis (default:
     a fingerprint of the maps). ``part_materials``/``armature`` in ``options`` are ignored here.
     """
+    steps = iter_build_products(maps, products, options, reuse=reuse, key=key)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def iter_build_products(maps: Maps, products, options: BuildOptions | None = None, *, reuse: bool = True,
+                        key: str | None = None):
+    """``build_products`` in steps, for the panel: yields ``(stage, fraction)`` before each step
+    and returns the BuildResult. Stopping between steps leaves what was built so far, which a
+    later build with ``reuse`` finds and completes."""
     options = options or BuildOptions()
     if options.normal_space not in ("OBJECT", "TANGENT"):
         raise ValueError(f"normal_space must be 'OBJECT' or 'TANGENT', got {options.normal_space!r}")
@@ -140,18 +153,35 @@ def build_products(maps: Maps, products, options: BuildOptions | None = None, *,
         raise GeometryError(f"no person {unknown} in the maps; people present: {maps.person_ids}")
     timer = _Timer()
     scope = incremental.Scope(maps, options, timer, reuse, key)
+    steps_per_person = [("surface", None), ("mesh", None)]
+    steps_per_person += [("normal texture", "normal_texture")] if "normal_texture" in products else []
+    steps_per_person += [("part materials", "part_materials")] if "part_materials" in products else []
+    if "armature" in products:
+        steps_per_person += [("armature", "armature"), ("skinning", "armature")]
+    total = len(people) * len(steps_per_person) + 1
+    done = 0
     results = []
     for pid in people:
         person = incremental.PersonBuild(scope, pid)
-        person.ensure_mesh()
-        if "normal_texture" in products:
-            person.ensure_normal_texture(options.normal_space)
-        if "part_materials" in products:
-            person.ensure_part_materials()
-        if "armature" in products:
-            person.ensure_armature()
+        for stage, _ in steps_per_person:
+            yield (f"person {pid}: {stage}" if len(people) > 1 else stage), done / total
+            done += 1
+            if stage == "surface":
+                if person.mesh is None:  # the geometry (numpy) apart from the mesh object
+                    person.surface()
+            elif stage == "mesh":
+                person.ensure_mesh()
+            elif stage == "normal texture":
+                person.ensure_normal_texture(options.normal_space)
+            elif stage == "part materials":
+                person.ensure_part_materials()
+            elif stage == "armature":
+                person.ensure_armature(skin=False)
+            elif stage == "skinning":
+                person.ensure_armature()
         results.append(PersonResult(pid, person.ensure_collection(), person.mesh, person.armature,
                                     person.finish()))
+    yield "world and light", done / total
     cam, _ = scope.camera()
     with timer("world and light"):
         lit = lighting.ensure_world_and_light(scope.scene, maps, scope.base, scope.root()) if options.lighting else []
