@@ -19,6 +19,8 @@ Only Sapiens-tagged data is changed. The user's own material slots on the mesh a
 
 from __future__ import annotations
 
+import time
+
 import bpy
 import numpy as np
 
@@ -248,9 +250,9 @@ class PersonBuild:
 
     # --- armature -----------------------------------------------------------------------------
     def ensure_armature(self, skin: bool = True) -> None:
-        """The armature (kept if there is one), then, with ``skin``, the skinning: two steps
-        the panel runs separately (bone heat alone can take seconds)."""
-        obj = self.ensure_mesh()
+        """The armature (kept if there is one), then, with ``skin``, the skinning (which the
+        panel runs in its own steps, ``skinning_steps``: bone heat alone can take seconds)."""
+        self.ensure_mesh()
         opts, timer = self.scope.options, self.scope.timer
         skel = self._skeleton
         if self.armature is None:
@@ -267,14 +269,32 @@ class PersonBuild:
                 self.report["warnings"].append(f"joints filled in (estimated): {', '.join(sorted(filled))}")
             self._skeleton = skel
         self._note("armature", skel is not None)
-        if not skin or opts.skinning == "none" or is_skinned(obj, self.armature):
+        if skin:
+            for _ in self.skinning_steps():
+                pass
+
+    def skinning_steps(self):
+        """Skin the mesh to the armature, in steps (yields each next step's name)."""
+        self.ensure_armature(skin=False)
+        obj, opts = self.mesh, self.scope.options
+        if opts.skinning == "none" or is_skinned(obj, self.armature):
             return
+        skel = self._skeleton
         if skel is None:  # a kept armature: the skeleton is only needed for the fallback weights
             skel, _ = steps.skeleton(self.scope.maps, self.pid, self.surface(), opts.joints)
         for mod in [m for m in obj.modifiers if m.type == "ARMATURE" and m.object is None]:
             obj.modifiers.remove(mod)  # left behind by a deleted armature of ours
-        with timer("skinning"):
-            self.report["skinning"] = self._skin(obj, skel)
+        work = self._skin_steps(obj, skel)
+        while True:  # time only the work, not the pauses between the panel's steps
+            started = time.perf_counter()
+            try:
+                stage = next(work)
+            except StopIteration as done:
+                self.scope.timer.add("skinning", time.perf_counter() - started)
+                self.report["skinning"] = done.value
+                break
+            self.scope.timer.add("skinning", time.perf_counter() - started)
+            yield stage
         self._note("skinning", True)
         skin = self.report["skinning"]
         if skin["unweighted_vertices"]:
@@ -283,11 +303,12 @@ class PersonBuild:
             self.report["warnings"].append(
                 f"bone heat left {skin['fallback_vertices']} vertices unweighted: part-based weights used there")
 
-    def _skin(self, obj, skel) -> dict:
+    def _skin_steps(self, obj, skel):
         opts, surface = self.scope.options, self.surface()
         weights = steps.part_weights(surface, skel, self.scope.maps)
         proxy = None
         if opts.skinning == "auto" and len(surface.vertices) > opts.bone_heat_max_vertices:
+            yield "proxy mesh"
             stride = int(obj.get(STRIDE, opts.stride))
             coarse = steps.proxy_stride(stride, len(surface.vertices), opts.bone_heat_max_vertices)
             proxy_surface = steps.surface(self.scope.maps, self.pid, coarse, bool(obj.get(CLOSED, opts.closed)))
@@ -301,10 +322,10 @@ class PersonBuild:
                 return constrain_weights(dense, surface, skel, maps.part_names, weights, chin=chin,
                                          intrinsics=maps.intrinsics)
 
-            return skinning.skin(obj, self.armature, weights, list(skel.names), opts.skinning, proxy=proxy,
-                                 constrain=constrain)
+            return (yield from skinning.skin_steps(obj, self.armature, weights, list(skel.names), opts.skinning,
+                                                   proxy=proxy, constrain=constrain))
         finally:
-            if proxy is not None:  # our own temporary object
+            if proxy is not None:  # our own temporary object (also when the build is cancelled)
                 proxy_mesh = proxy.data
                 bpy.data.objects.remove(proxy)
                 bpy.data.meshes.remove(proxy_mesh)

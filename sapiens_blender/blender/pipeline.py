@@ -91,6 +91,9 @@ class _Timer:
     def __init__(self):
         self.seconds: dict[str, float] = {}
 
+    def add(self, stage: str, seconds: float) -> None:
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+
     @contextmanager
     def __call__(self, stage: str):
         start = time.perf_counter()
@@ -164,7 +167,8 @@ def iter_build_products(maps: Maps, products, options: BuildOptions | None = Non
     for pid in people:
         person = incremental.PersonBuild(scope, pid)
         for stage, _ in steps_per_person:
-            yield (f"person {pid}: {stage}" if len(people) > 1 else stage), done / total
+            label = f"person {pid}: {stage}" if len(people) > 1 else stage
+            yield label, done / total
             done += 1
             if stage == "surface":
                 if person.mesh is None:  # the geometry (numpy) apart from the mesh object
@@ -178,7 +182,8 @@ def iter_build_products(maps: Maps, products, options: BuildOptions | None = Non
             elif stage == "armature":
                 person.ensure_armature(skin=False)
             elif stage == "skinning":
-                person.ensure_armature()
+                for sub in person.skinning_steps():
+                    yield f"{label}: {sub}", (done - 0.5) / total
         results.append(PersonResult(pid, person.ensure_collection(), person.mesh, person.armature,
                                     person.finish()))
     yield "world and light", done / total

@@ -131,12 +131,25 @@ def skin(
     then rewrites every vertex's weights: on its part, at most 4 bones, renormalised.
     Returns a report: method used, how many vertices fell back, and whether any stay unweighted.
     """
+    steps = skin_steps(mesh_obj, arm_obj, fallback_weights, bone_names, method, proxy, constrain)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def skin_steps(mesh_obj, arm_obj, fallback_weights, bone_names, method="auto", proxy=None, constrain=None):
+    """``skin`` in steps: yields the name of the next step, returns the report. Bone heat is
+    one Blender operator call and cannot be split further."""
     report = {"method": method, "fallback_vertices": 0, "vertices": len(mesh_obj.data.vertices)}
     if method == "auto":
+        yield "bone heat"
         try:
             if proxy is not None:
                 parent_with_automatic_weights(proxy, arm_obj)
                 parent_with_armature(mesh_obj, arm_obj)
+                yield "weight transfer"
                 transfer_weights(proxy, mesh_obj)
                 report["proxy_vertices"] = len(proxy.data.vertices)
             else:
@@ -148,13 +161,16 @@ def skin(
         parent_with_armature(mesh_obj, arm_obj)
     else:
         raise ValueError(f"skinning method must be 'auto' or 'parts', got {method!r}")
+    yield "weight check"
     missing = unweighted_vertices(mesh_obj, arm_obj)
     if missing.any() and fallback_weights is not None:
         write_weights(mesh_obj, bone_names, fallback_weights, np.flatnonzero(missing))
         report["fallback_vertices"] = int(missing.sum())
     if constrain is not None:
+        yield "weights on their parts"
         replace_weights(mesh_obj, bone_names, constrain(read_weights(mesh_obj, bone_names)))
         report["max_influences"] = int(max_influences(mesh_obj, bone_names))
+    yield "final check"
     missing = unweighted_vertices(mesh_obj, arm_obj)
     report["unweighted_vertices"] = int(missing.sum())
     return report
