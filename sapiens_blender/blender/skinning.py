@@ -168,7 +168,9 @@ def skin_steps(mesh_obj, arm_obj, fallback_weights, bone_names, method="auto", p
         report["fallback_vertices"] = int(missing.sum())
     if constrain is not None:
         yield "weights on their parts"
-        replace_weights(mesh_obj, bone_names, constrain(read_weights(mesh_obj, bone_names)))
+        constrained = constrain(read_weights(mesh_obj, bone_names))
+        for part in replace_weights_steps(mesh_obj, bone_names, constrained):
+            yield f"writing weights {part}"
         report["max_influences"] = int(max_influences(mesh_obj, bone_names))
     yield "final check"
     missing = unweighted_vertices(mesh_obj, arm_obj)
@@ -178,11 +180,23 @@ def skin_steps(mesh_obj, arm_obj, fallback_weights, bone_names, method="auto", p
 
 def replace_weights(mesh_obj: bpy.types.Object, bone_names: list[str], dense: np.ndarray) -> None:
     """The bones' vertex groups become exactly ``dense`` [N,B] (other groups are untouched)."""
+    for _ in replace_weights_steps(mesh_obj, bone_names, dense):
+        pass
+
+
+def replace_weights_steps(mesh_obj, bone_names: list[str], dense: np.ndarray, bones_per_step: int = 6):
+    """``replace_weights`` a few bones at a time; yields "k/n" before each batch."""
     for name in bone_names:
         group = mesh_obj.vertex_groups.get(name)
         if group is not None:
             mesh_obj.vertex_groups.remove(group)
-    write_weights(mesh_obj, bone_names, dense)
+    batches = [list(range(i, min(i + bones_per_step, len(bone_names))))
+               for i in range(0, len(bone_names), bones_per_step)]  # fmt: skip
+    for k, columns in enumerate(batches):
+        yield f"{k + 1}/{len(batches)}"
+        part = np.zeros_like(dense)
+        part[:, columns] = dense[:, columns]
+        write_weights(mesh_obj, bone_names, part)
 
 
 def max_influences(mesh_obj: bpy.types.Object, bone_names: list[str]) -> int:
