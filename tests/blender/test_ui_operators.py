@@ -340,3 +340,19 @@ def test_build_runs_in_steps_with_progress_and_cancel(analysed):
     assert bpy.ops.sapiens.build_all() == {"FINISHED"}  # blocking: completes what is missing
     assert sorted(o["sapiens_person"] for o in ours("mesh")) == [1, 2]
     assert sorted(o["sapiens_person"] for o in ours("armature")) == [1, 2]
+
+
+def test_panel_build_settings_reach_the_mesh(analysed):
+    for role in ("mesh", "armature"):
+        for ob in ours(role):
+            bpy.data.objects.remove(ob)
+    props = bpy.context.scene.sapiens
+    props.stride, props.shape = 3, "CLOSED"
+    try:
+        assert bpy.ops.sapiens.build_mesh() == {"FINISHED"}
+        meshes = ours("mesh")
+        assert meshes and all(m["sapiens_stride"] == 3 and m["sapiens_closed"] for m in meshes)
+    finally:
+        props.stride, props.shape = 1, "RELIEF"
+        for ob in ours("mesh"):
+            bpy.data.objects.remove(ob)
