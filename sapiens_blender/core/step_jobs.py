@@ -36,7 +36,10 @@ class StepJob(Job):
         if self._steps is None:
             self.start()
         if self._cancel_event.is_set():
-            self._steps.close()  # runs the generator's cleanup (finally blocks)
+            try:
+                self._steps.close()  # runs the generator's cleanup (finally blocks)
+            except Exception:  # noqa: BLE001 - e.g. its data went with a file that was closed
+                pass
             self._finish(JobEvent(CANCELLED, message="cancelled by the user"))
             return True
         stage, started = self.stage, time.perf_counter()
