@@ -66,6 +66,9 @@ PLATFORM_TAGS = {
                   "macosx_10_9_universal2"),
 }
 PLATFORMS = tuple(PLATFORM_TAGS)
+# Taken as their pure-Python wheel on every platform: the compiled one only adds speed-ups the
+# run never needs (fonttools: 1.2 MB instead of 3-5 MB; matplotlib imports it, nothing calls it).
+PURE_PYTHON = frozenset({"fonttools"})
 PYTHON_VERSION = "3.11"  # Blender 4.2 to 5.0 all embed CPython 3.11
 
 
@@ -92,7 +95,8 @@ def _find_wheel(folder: Path, spec: str) -> Path | None:
     for wheel in sorted(folder.glob("*.whl")):
         parts = wheel.name.split("-")
         if _normalise(parts[0]) == name and parts[1] == version:
-            return wheel
+            if name not in PURE_PYTHON or wheel.name.endswith("-none-any.whl"):
+                return wheel
     return None
 
 
@@ -102,7 +106,8 @@ def missing_wheels(platform: str, cache_dir: Path | None = None) -> list[str]:
 
 
 def fetch_command(platform: str, folder: Path, spec: str) -> list[str]:
-    tags = [arg for tag in PLATFORM_TAGS[platform] for arg in ("--platform", tag)]
+    pure = _requirement(spec)[0] in PURE_PYTHON
+    tags = [arg for tag in (("any",) if pure else PLATFORM_TAGS[platform]) for arg in ("--platform", tag)]
     return [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q",
             "--only-binary=:all:", "--no-deps", "--implementation", "cp",
             "--python-version", PYTHON_VERSION, *tags, "-d", str(folder), spec]  # fmt: skip
