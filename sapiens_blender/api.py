@@ -33,10 +33,13 @@ DEFAULT_MODEL = "auto"
 
 
 def new_scene() -> None:
-    """Replace the current file with an empty scene (no default cube, camera or light)."""
+    """Replace the current file with an empty scene (no default cube, camera or light).
+
+    Reads the home file, not the factory settings: those would also reset the preferences,
+    disabling this add-on, and Blender then removes the wheels its server runs on."""
     import bpy
 
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+    bpy.ops.wm.read_homefile(use_empty=True)
 
 
 def _options(options: BuildOptions | None, name: str | None, overrides: dict) -> BuildOptions:
@@ -86,9 +89,10 @@ def analyze(photo, model: str = DEFAULT_MODEL, server: str | None = None, token:
     if server:
         with V2Client(server, token) as client:
             return analyze_photo(client, photo, model, progress=progress)
-    from .core.server_process import ServerProcess
+    from .core.server_runtime import local_server
 
-    with ServerProcess() as local:
+    # No server environment here: Blender's own Python with the add-on's bundled packages.
+    with local_server() as local:
         return analyze_photo(local.ensure_running(), photo, model, progress=progress)
 
 

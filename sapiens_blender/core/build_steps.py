@@ -38,6 +38,10 @@ def skeleton(maps: Maps, pid: int, surface_mesh: SurfaceMesh, joints_by_person: 
     report = {k: sorted(v) if isinstance(v, (set, frozenset, list, tuple)) else v for k, v in report.items()}
     if given:
         report["source"] = "joints file"
+    else:  # a half-body photo: no estimated legs hanging below the mesh
+        skel, dropped = geo_skeleton.drop_bones_outside(skel, maps.mask == pid, maps.intrinsics)
+        if dropped:
+            report["dropped_bones"] = dropped
     return skel, report
 
 

@@ -267,8 +267,9 @@ def probe_interpreter(python: str | Path, timeout: float = 60.0) -> dict:
     )
     python = str(python or "").strip()
     if not python:
-        return {"ok": False, "message": "No Python interpreter is set. Use 'Set Up Server "
-                "Environment' or enter the path of a Python 3.10+ with torch installed."}
+        return {"ok": False, "message": "No server environment is set: the server runs on Blender's "
+                "own Python with the bundled packages (the offline MediaPipe model). For Sapiens "
+                "and the body fit use 'Set Up Server Environment' or enter a Python with torch."}
     if not Path(python).is_file():
         return {"ok": False, "message": f"The Python interpreter '{python}' does not exist. "
                 "Pick the python executable of the environment that has torch installed."}

@@ -16,8 +16,9 @@ import threading
 from dataclasses import dataclass
 from enum import Enum
 
-from .errors import ServerNotRunning, ServerStartError
+from .errors import ServerNotRunning
 from .server_process import ServerState, default_source_root
+from .server_runtime import resolve_runtime
 
 
 class ConnectionMode(str, Enum):
@@ -102,15 +103,13 @@ class ServerConnection:
                 self.server.stop()
                 self.server = None
             if self.server is None:
-                if not settings.python:
-                    raise ServerStartError(
-                        "No Python interpreter is set for the local server. Open Edit > "
-                        "Preferences > Add-ons > Sapiens and click 'Set Up Server Environment', "
-                        "or enter the path of a Python that has torch installed.")
+                # No interpreter configured: Blender's own Python with the bundled wheels.
+                runtime = resolve_runtime(settings.python, default_source_root(), settings.extra_pythonpath)
+                env = dict(settings.environment(), PYTHONPATH=os.pathsep.join(runtime.pythonpath))
                 self.server = ServerProcess(
-                    python=settings.python, extra_args=list(settings.extra_args),
+                    python=runtime.python, extra_args=list(settings.extra_args),
                     startup_timeout=settings.startup_timeout, source_root=default_source_root(),
-                    env=settings.environment(),
+                    env=env, interpreter_args=runtime.interpreter_args,
                 )
                 self.server_key = settings.process_key()
             server = self.server

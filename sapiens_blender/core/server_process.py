@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Start, reuse, watch and stop the local inference server (``python -m inference_server``).
 
-The server runs in the user's torch environment (any Python interpreter), not in Blender's.
+The server runs in its own process: on the user's torch environment, or on Blender's own Python
+with the extension's bundled wheels (core/server_runtime.py picks which).
 We generate its token (passed in the environment, never on the command line, where other users
 could read it), ask for a free port, and read the one JSON ready line it prints on stdout. Its
 stderr goes to a log file whose tail is quoted when it fails to start, so the user sees the
@@ -77,6 +78,7 @@ class ServerProcess:
         source_root: str | os.PathLike | None = None,
         env: dict[str, str] | None = None,
         client_timeout: float = 30.0,
+        interpreter_args: list[str] | tuple[str, ...] = (),
     ):
         self.python = str(python or sys.executable)
         self.extra_args = [str(a) for a in extra_args]
@@ -86,6 +88,7 @@ class ServerProcess:
         self.source_root = Path(source_root) if source_root else default_source_root()
         self.extra_env = dict(env or {})
         self.client_timeout = client_timeout
+        self.interpreter_args = [str(a) for a in interpreter_args]  # before -m, e.g. -s
         self.state = STOPPED
         self.last_error = ""
         self.log_path = self.log_dir / f"server-for-{os.getpid()}-{id(self):x}.log"
@@ -175,7 +178,7 @@ class ServerProcess:
     # --- internals -----------------------------------------------------------------------------
     def _command(self, python: str) -> list[str]:
         args = ["-u", "-m", "inference_server", "--port", "0", "--parent-pid", str(os.getpid())]
-        return [python, *args, *self.extra_args]
+        return [python, *self.interpreter_args, *args, *self.extra_args]
 
     def _environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}

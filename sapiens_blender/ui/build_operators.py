@@ -2,7 +2,9 @@
 """Build Mesh / Normal Texture / Part Materials / Armature / Build All from the stored analysis.
 
 They read the maps saved in the .blend (no server needed, so they work after reopening the
-file) and call the Blender builders on the main thread. One click is one undo step.
+file) and run the Blender builders on the main thread in steps (surface, mesh, normal
+texture, part materials, armature, skinning, world and light), one per timer tick, so the
+panel shows progress and Cancel works between steps. One click is one undo step.
 
 The buttons complete ONE set of objects per analysis and person (``pipeline.build_products``
 with reuse): what an earlier click made is found by its tags (renamed or moved objects too)
@@ -27,7 +29,9 @@ from bpy.props import EnumProperty
 from ..blender import pipeline
 from ..core.geometry.types import GeometryError
 from ..core.maps import MapsError
-from . import properties, state, storage
+from ..core.jobs import FAILED
+from ..core.step_jobs import StepJob
+from . import jobs, properties, state, storage
 
 NORMAL_SPACE_ITEMS = [
     ("OBJECT", "Object Space", "Exact for the built mesh, Blender only"),
@@ -56,7 +60,7 @@ def build_message(label: str, result) -> str:
 
 
 class _BuildOperator:
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = {"REGISTER"}  # the undo step is pushed when the build has finished (on_success)
     products: tuple = ()
 
     @classmethod
@@ -66,21 +70,53 @@ class _BuildOperator:
 
     def execute(self, context):
         scene = context.scene
+        session = state.SESSION
         try:
             maps = storage.load_analysis(scene)
             options = pipeline.BuildOptions(name=_photo_stem(scene), people=properties.selected_people(scene),
-                                            normal_space=getattr(self, "normal_space", "OBJECT"))
-            result = pipeline.build_products(maps, self.products, options)
+                                            normal_space=getattr(self, "normal_space", "OBJECT"),
+                                            **properties.build_settings(scene))
         except (MapsError, GeometryError, ValueError) as exc:
-            self.report({"ERROR"}, state.SESSION.set_error(exc))
+            self.report({"ERROR"}, session.set_error(exc))
             return {"CANCELLED"}
-        message = build_message(self.bl_label, result)
-        state.SESSION.last_info = message
-        self.report({"INFO"}, message)
-        for person in result.people:
-            for warning in person.report.get("warnings", []):
-                self.report({"WARNING"}, f"person {person.person_id}: {warning}")
+        label, products = self.bl_label, self.products
+        messages: list[tuple[str, str]] = []
+
+        def done(result):
+            message = build_message(label, result)
+            session.last_info = message
+            messages.append(("INFO", message))
+            for person in result.people:
+                for warning in person.report.get("warnings", []):
+                    messages.append(("WARNING", f"person {person.person_id}: {warning}"))
+            push_undo(label)
+
+        def failed(error):
+            session.set_error(error)
+
+        def cancelled():
+            session.last_info = f"{label} cancelled: what was built is kept; click again to complete it"
+            push_undo(f"{label} (cancelled)")
+
+        job = StepJob(label, lambda: pipeline.iter_build_products(maps, products, options), on_success=done,
+                      on_failure=failed, on_cancel=cancelled)
+        jobs.launch(job, "build")
+        if not job.finished:  # interactive: the timer runs the steps; the outcome is reported then
+            return {"FINISHED"}
+        if job.state == FAILED:
+            self.report({"ERROR"}, session.last_error)
+            return {"CANCELLED"}
+        for level, message in messages:
+            self.report({level}, message)
         return {"FINISHED"}
+
+
+def push_undo(message: str) -> None:
+    """One undo step for a whole build (it ran over many timer ticks, not inside the operator)."""
+    try:
+        bpy.ops.ed.undo_push(message=message)
+    except RuntimeError:
+        pass  # no undo stack (background mode without a window)
 
 
 class SAPIENS_OT_build_mesh(_BuildOperator, bpy.types.Operator):

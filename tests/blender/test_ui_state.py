@@ -47,7 +47,7 @@ def test_panel_state_without_a_server():
     assert session.panel_state() == state.ERROR
     session.clear_error()
     assert session.panel_state() == state.NO_SERVER
-    with pytest.raises(ServerStartError, match="No Python interpreter"):
-        session.connect(state.ConnectionSettings(python=""))
+    with pytest.raises(ServerStartError, match="was not found"):
+        session.connect(state.ConnectionSettings(python="/no/such/python"))
     with pytest.raises(Exception, match="No server URL"):
         session.connect(state.ConnectionSettings(mode=state.REMOTE, url=""))
