@@ -85,7 +85,7 @@ class ClipAnimator:
         notes = []
         tracks = []
         for track in self.tracker.tracks():
-            if len(track.frames) < self.options.min_track_frames:
+            if len(track.frames) < min(self.options.min_track_frames, len(self.frames)):
                 notes.append(f"track {track.id}: seen in only {len(track.frames)} frame(s); dropped")
                 continue
             try:
