@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .scenes import pose_body, render
+from scenes import pose_body, render
 
 # The 12 limb joints anny regresses at joint centres, scored against the animation.
 SCORED = ("left_shoulder", "right_shoulder", "left_elbow", "right_elbow", "left_wrist", "right_wrist",

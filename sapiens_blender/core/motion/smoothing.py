@@ -28,6 +28,10 @@ class SmoothingOptions:
     noise: float = 0.02  # metres: per-frame measurement noise of a lifted joint
     accel: float = 0.002  # metres / frame^2: how fast motion may change
     estimated_factor: float = 3.0
+    # Depth (camera z, the last coordinate) is measured less precisely than the image position.
+    depth_factor: float = 1.0
+    model: str = "velocity"  # "velocity" (white acceleration) or "acceleration" (white jerk)
+    jerk: float = 0.0005  # metres / frame^3, for the "acceleration" model
     gate: float = 5.0
     max_rejects: int = 3
 
@@ -49,48 +53,60 @@ def smooth(values: np.ndarray, estimated: np.ndarray | None = None,
         if est.shape != shape:
             est = np.broadcast_to(est[..., None], shape)
         r = np.where(est.reshape(t_len, -1), (options.noise * options.estimated_factor) ** 2, r)
+    if shape[-1] == 3 and options.depth_factor != 1.0:
+        r = r.reshape(shape).copy()
+        r[..., 2] *= options.depth_factor ** 2
+        r = r.reshape(t_len, -1)
     xf, pf, xp, pp = _forward(z, r, options)
+    f = _model(options)[0]
     if options.lag is None:
-        out = _rts(xf, pf, xp, pp, 0, t_len - 1)
+        out = _rts(f, xf, pf, xp, pp, 0, t_len - 1)
     else:
         out = np.empty_like(z)
         lag = max(0, int(options.lag))
         for t in range(t_len):  # a short backward pass from t + lag for every frame
             end = min(t_len - 1, t + lag)
-            out[t] = _rts(xf, pf, xp, pp, t, end)[0] if end > t else xf[t, :, 0]
+            out[t] = _rts(f, xf, pf, xp, pp, t, end)[0] if end > t else xf[t, :, 0]
     seen = np.isfinite(z).any(axis=0)
     out[:, ~seen] = np.nan
     return out.reshape(shape)
 
 
-_F = np.array([[1.0, 1.0], [0.0, 1.0]])
-
-
-def _q(accel: float) -> np.ndarray:
-    return accel ** 2 * np.array([[0.25, 0.5], [0.5, 1.0]])
+def _model(o: SmoothingOptions) -> tuple[np.ndarray, np.ndarray]:
+    """Transition F and process noise Q of one coordinate (per frame)."""
+    if o.model == "velocity":
+        return np.array([[1.0, 1.0], [0.0, 1.0]]), o.accel ** 2 * np.array([[0.25, 0.5], [0.5, 1.0]])
+    if o.model == "acceleration":
+        f = np.array([[1.0, 1.0, 0.5], [0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])
+        q = o.jerk ** 2 * np.array([[1 / 20, 1 / 8, 1 / 6], [1 / 8, 1 / 3, 1 / 2], [1 / 6, 1 / 2, 1.0]])
+        return f, q
+    raise ValueError(f"unknown motion model {o.model!r}: 'velocity' or 'acceleration'")
 
 
 def _forward(z, r, o: SmoothingOptions):
     """Filtered and predicted states [T,N,2] and covariances [T,N,2,2]."""
     t_len, n = z.shape
-    q = _q(o.accel)
-    xf = np.zeros((t_len, n, 2))
-    pf = np.zeros((t_len, n, 2, 2))
-    xp = np.zeros((t_len, n, 2))
-    pp = np.zeros((t_len, n, 2, 2))
+    f, q = _model(o)
+    d = len(f)
+    xf = np.zeros((t_len, n, d))
+    pf = np.zeros((t_len, n, d, d))
+    xp = np.zeros((t_len, n, d))
+    pp = np.zeros((t_len, n, d, d))
     first = np.where(np.isfinite(z).any(0), np.argmax(np.isfinite(z), axis=0), 0)
-    x = np.zeros((n, 2))
+    x = np.zeros((n, d))
     x[:, 0] = z[first, np.arange(n)]
     x[~np.isfinite(x)] = 0.0
-    p = np.zeros((n, 2, 2))
+    p = np.zeros((n, d, d))
     p[:, 0, 0] = r[first, np.arange(n)]
-    p[:, 1, 1] = (0.05) ** 2  # an unknown initial velocity, about 5 cm/frame
+    p[:, 1, 1] = 0.05 ** 2  # an unknown initial velocity, about 5 cm/frame
+    if d == 3:
+        p[:, 2, 2] = 0.01 ** 2
     rejects = np.zeros(n, np.int64)
     started = np.zeros(n, bool)
     for t in range(t_len):
         if t > 0:
-            x = x @ _F.T
-            p = _F @ p @ _F.T + q
+            x = x @ f.T
+            p = f @ p @ f.T + q
         before = started.copy()
         started |= t >= first
         xp[t], pp[t] = x, p
@@ -101,7 +117,7 @@ def _forward(z, r, o: SmoothingOptions):
         outlier = have & before & (innov ** 2 > o.gate ** 2 * s) & (rejects < o.max_rejects)
         rejects = np.where(outlier, rejects + 1, np.where(have, 0, rejects))
         use = have & ~outlier
-        k = p[:, :, 0] / s[:, None]  # gain [N,2]
+        k = p[:, :, 0] / s[:, None]  # gain [N,d]
         x = np.where(use[:, None], x + k * innov[:, None], x)
         kp = k[:, :, None] * p[:, None, 0, :]  # K H P
         p = np.where(use[:, None, None], p - kp, p)
@@ -109,23 +125,15 @@ def _forward(z, r, o: SmoothingOptions):
     return xf, pf, xp, pp
 
 
-def _rts(xf, pf, xp, pp, start: int, end: int) -> np.ndarray:
+def _rts(f, xf, pf, xp, pp, start: int, end: int) -> np.ndarray:
     """RTS-smoothed positions [end-start+1, N] using the forward pass up to ``end``."""
     xs = xf[end].copy()
     ps = pf[end].copy()
     out = np.empty((end - start + 1, xf.shape[1]))
     out[-1] = xs[:, 0]
     for t in range(end - 1, start - 1, -1):
-        inv = _inv2(pp[t + 1])
-        c = pf[t] @ _F.T @ inv
+        c = pf[t] @ f.T @ np.linalg.inv(pp[t + 1])
         xs = xf[t] + np.einsum("nij,nj->ni", c, xs - xp[t + 1])
         ps = pf[t] + c @ (ps - pp[t + 1]) @ np.swapaxes(c, 1, 2)
         out[t - start] = xs[:, 0]
     return out
-
-
-def _inv2(m: np.ndarray) -> np.ndarray:
-    a, b, c, d = m[:, 0, 0], m[:, 0, 1], m[:, 1, 0], m[:, 1, 1]
-    det = a * d - b * c
-    det = np.where(np.abs(det) < 1e-30, 1e-30, det)
-    return np.stack([np.stack([d, -b], -1), np.stack([-c, a], -1)], -2) / det[:, None, None]
