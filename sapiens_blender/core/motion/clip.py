@@ -20,6 +20,8 @@ from .rig import PosedFrames, RestPose, pose_frames, rest_pose
 from .smoothing import SmoothingOptions, smooth
 from .tracking import Tracker
 
+STANDARD_TORSO_M = 0.5  # pelvis to neck of an adult: the unit the smoothing options assume
+
 
 @dataclass(frozen=True)
 class AnimateOptions:
@@ -104,15 +106,18 @@ class ClipAnimator:
         n_j = len(self.poses.joint_names)
         raw = np.full((t_len, n_j, 3), np.nan)
         est = np.ones((t_len, n_j), bool)
+        conf = np.ones((t_len, n_j))
         seen = np.zeros(t_len, bool)
         payloads = [None] * t_len
         for f, det in zip(track.frames, track.detections):
             raw[f - first] = det.joints
             est[f - first] = det.estimated if det.estimated is not None else False
+            if det.confidence is not None:
+                conf[f - first] = det.confidence
             seen[f - first] = True
             payloads[f - first] = det.payload
         if self.options.smooth:
-            joints = smooth(raw, est, self.options.smoothing)
+            joints = _smooth_along_rays(raw, est, conf, self.options.smoothing, tuple(self.poses.joint_names))
         else:
             joints = _hold_gaps(raw)
         if not np.isfinite(joints).all():
@@ -128,6 +133,31 @@ class ClipAnimator:
         frames = np.asarray(self.frames[first:last + 1])
         return TrackAnimation(track.id, frames, joints, est | ~seen[:, None], seen, rest, posed,
                               contacts, payloads)
+
+
+def _smooth_along_rays(raw: np.ndarray, est: np.ndarray, conf: np.ndarray, options: SmoothingOptions,
+                       names: tuple[str, ...]) -> np.ndarray:
+    """Smooth where each joint is seen (x/z, y/z) and how far (z) separately, in the units of a
+    body with a 0.5 m torso.
+
+    Depth is noisier than the image position: smoothing camera x/y directly would let the depth
+    noise leak into where the joint projects. And a backend's depth scale may be off (a guessed
+    focal length puts a person at 0.5 m or at 5 m): measured in torsos, the smoothing options
+    mean the same motion whatever the scale.
+    """
+    z_ref = float(np.nanmedian(raw[..., 2]))
+    if not np.isfinite(z_ref) or z_ref <= 0:
+        return smooth(raw, est, options, conf)
+    z = np.where(raw[..., 2] > 1e-6, raw[..., 2], np.nan)
+    rays = np.stack([raw[..., 0] / z * z_ref, raw[..., 1] / z * z_ref, z], axis=-1)
+    scale = 1.0
+    if "pelvis" in names and "neck" in names:
+        torso = np.nanmedian(np.linalg.norm(rays[:, names.index("neck")] - rays[:, names.index("pelvis")], axis=-1))
+        if np.isfinite(torso) and torso > 1e-6:
+            scale = STANDARD_TORSO_M / float(torso)
+    out = smooth(rays * scale, est, options, conf) / scale
+    depth = out[..., 2]
+    return np.stack([out[..., 0] / z_ref * depth, out[..., 1] / z_ref * depth, depth], axis=-1)
 
 
 def _hold_gaps(raw: np.ndarray) -> np.ndarray:

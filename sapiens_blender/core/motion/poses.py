@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from ..geometry import lift_joints
+from ..goliath import KEYPOINT_INDEX
 from ..geometry.types import GeometryError
 from ..maps import Maps
 from .rig import MOTION_JOINTS
@@ -53,11 +54,15 @@ class ReliefJoints:
                 continue
             xyz = np.full((len(MOTION_JOINTS), 3), np.nan)
             est = np.ones(len(MOTION_JOINTS), bool)
+            conf = np.ones(len(MOTION_JOINTS))
+            scores = maps.person_keypoints(pid)[:, 2]
             for i, name in enumerate(MOTION_JOINTS):
                 if name in joints:
                     xyz[i] = joints[name].xyz
                     est[i] = joints[name].estimated
-            out.append(Detection(xyz, person_box(maps, pid), est, payload={"person_id": pid}))
+                if name in KEYPOINT_INDEX and not est[i]:  # a keypoint's score, for joints lifted from one
+                    conf[i] = float(np.clip(scores[KEYPOINT_INDEX[name]], 0.05, 1.0))
+            out.append(Detection(xyz, person_box(maps, pid), est, conf, payload={"person_id": pid}))
         return out
 
 

@@ -37,10 +37,11 @@ class SmoothingOptions:
 
 
 def smooth(values: np.ndarray, estimated: np.ndarray | None = None,
-           options: SmoothingOptions = SmoothingOptions()) -> np.ndarray:
+           options: SmoothingOptions = SmoothingOptions(), confidence: np.ndarray | None = None) -> np.ndarray:
     """Smoothed copy of ``values`` [T, ...] (NaN = missing), same shape.
 
-    ``estimated`` (bool, ``values.shape[:-1]`` or same shape) marks filled-in measurements.
+    ``estimated`` (bool, ``values.shape[:-1]`` or same shape) marks filled-in measurements;
+    ``confidence`` (same shapes, in (0, 1]) divides a measurement's std (a keypoint score).
     Coordinates never measured stay NaN.
     """
     values = np.asarray(values, np.float64)
@@ -53,6 +54,11 @@ def smooth(values: np.ndarray, estimated: np.ndarray | None = None,
         if est.shape != shape:
             est = np.broadcast_to(est[..., None], shape)
         r = np.where(est.reshape(t_len, -1), (options.noise * options.estimated_factor) ** 2, r)
+    if confidence is not None:
+        c = np.asarray(confidence, np.float64)
+        if c.shape != shape:
+            c = np.broadcast_to(c[..., None], shape)
+        r = r / np.clip(c.reshape(t_len, -1), 0.05, 1.0) ** 2
     if shape[-1] == 3 and options.depth_factor != 1.0:
         r = r.reshape(shape).copy()
         r[..., 2] *= options.depth_factor ** 2

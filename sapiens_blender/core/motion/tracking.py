@@ -25,6 +25,7 @@ class Detection:
     joints: np.ndarray  # float64 [J,3], camera frame, NaN where unknown (names: the source's)
     box: np.ndarray  # float64 [4]: x0, y0, x1, y1 in pixels
     estimated: np.ndarray | None = None  # bool [J]: filled in rather than measured
+    confidence: np.ndarray | None = None  # [J] in (0, 1]: how much to trust each joint (1 = fully)
     payload: object = None  # whatever the pose source attaches (e.g. a fitted body's pose)
 
 
