@@ -70,8 +70,12 @@ class ClipAnimator:
         self._intrinsics: list[np.ndarray] = []
         self._size: tuple[int, int] | None = None
 
-    def add(self, frame_index: int, maps: Maps) -> list[int]:
-        """Take one frame's maps (frames in input order); returns the track id per person found."""
+    def add(self, frame_index: int, maps: Maps, detections: list | None = None) -> list[int]:
+        """Take one frame's maps (frames in input order); returns the track id per person found.
+
+        ``detections``: the pose source's output for these maps when already computed (the
+        streaming runner detects in its worker threads, overlapping with other frames' analysis).
+        """
         if self._size is None:
             self._size = (maps.width, maps.height)
         elif self._size != (maps.width, maps.height):
@@ -79,7 +83,9 @@ class ClipAnimator:
                              f"{self._size[0]}x{self._size[1]}: every frame must have one size")
         self.frames.append(int(frame_index))
         self._intrinsics.append(np.asarray(maps.intrinsics, np.float64))
-        return self.tracker.update(len(self.frames) - 1, self.poses.detect(maps))
+        if detections is None:
+            detections = self.poses.detect(maps)
+        return self.tracker.update(len(self.frames) - 1, detections)
 
     def finish(self) -> Animation:
         if not self.frames:

@@ -72,8 +72,13 @@ def run_clip(source: FrameSource, analyze: Callable[[Frame], object], *, paralle
     animator = ClipAnimator(source.output_fps, pose_source, options)
     total = source.selected
     done = 0
-    for frame, maps in analyze_frames(iter(source), analyze, parallel, cancel_event):
-        ids = animator.add(frame.index, maps)
+
+    def analyze_and_detect(frame):  # in the worker threads: lifting overlaps other frames' analysis
+        maps = analyze(frame)
+        return maps, animator.poses.detect(maps)
+
+    for frame, (maps, detections) in analyze_frames(iter(source), analyze_and_detect, parallel, cancel_event):
+        ids = animator.add(frame.index, maps, detections)
         done += 1
         if progress is not None:
             progress(done, total, f"frame {frame.index}: {len(ids)} "
