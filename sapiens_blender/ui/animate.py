@@ -76,7 +76,8 @@ class SAPIENS_OT_animate(_JobOperator, bpy.types.Operator):
             frames = FrameRange(props.frame_start, props.frame_end or None, props.stride)
             fps = context.scene.render.fps / context.scene.render.fps_base \
                 if props.source == "SEQUENCE" else None
-            source = open_source(path, frames, fps)
+            # Blender's Python has no OpenCV: the server's interpreter decodes a video for us.
+            source = open_source(path, frames, fps, decoder_python=config.python or None)
         except ValueError as exc:
             self.report({"ERROR"}, session.set_error(exc))
             return {"CANCELLED"}

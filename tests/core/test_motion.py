@@ -176,18 +176,46 @@ def test_frame_sources_select_sort_and_explain(tmp_path):
         open_source(tmp_path / "bad.mp4")
 
 
-def test_video_frames_stream_with_stride(tmp_path):
+def _write_video(tmp_path):
     cv2 = pytest.importorskip("cv2")
     path = tmp_path / "clip.avi"
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 30.0, (64, 48))
     for i in range(12):
         writer.write(np.full((48, 64, 3), i * 20, np.uint8))
     writer.release()
+    return cv2, path
+
+
+def test_video_frames_stream_with_stride(tmp_path):
+    cv2, path = _write_video(tmp_path)
     src = open_source(path, FrameRange(start=2, end=11, stride=3))
     frames = list(src)
     assert [f.index for f in frames] == [2, 5, 8] and src.fps == pytest.approx(30.0) and src.output_fps == 10.0
     levels = [int(cv2.imdecode(np.frombuffer(f.data, np.uint8), cv2.IMREAD_GRAYSCALE).mean()) for f in frames]
     assert levels == pytest.approx([40, 100, 160], abs=6)
+
+
+def test_video_decoded_by_another_python_when_this_one_lacks_opencv(tmp_path, monkeypatch):
+    """Blender's Python has no cv2: the server's interpreter decodes and streams the frames."""
+    import sys
+
+    from sapiens_blender.core.motion import sources
+
+    _, path = _write_video(tmp_path)
+    local = list(open_source(path, FrameRange(start=2, end=11, stride=3)))
+    monkeypatch.setattr(sources, "_local_decoder", lambda: None)
+    with pytest.raises(FrameSourceError, match="needs OpenCV"):
+        open_source(path)
+    src = open_source(path, FrameRange(start=2, end=11, stride=3), decoder_python=sys.executable)
+    assert src.fps == pytest.approx(30.0) and (src.width, src.height) == (64, 48)
+    remote = list(src)
+    assert [f.index for f in remote] == [2, 5, 8] and [f.data for f in remote] == [f.data for f in local]
+    stream = iter(open_source(path, decoder_python=sys.executable))
+    next(stream)
+    stream.close()  # stopping early ends the decoder process
+    (tmp_path / "bad.mp4").write_bytes(b"not a video")
+    with pytest.raises(FrameSourceError, match="cannot decode"):
+        open_source(tmp_path / "bad.mp4", decoder_python=sys.executable)
 
 
 class _JointsOnly:
