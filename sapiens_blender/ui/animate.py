@@ -51,7 +51,8 @@ def clip_input(props) -> tuple[str, str]:
         path = bpy.path.abspath(props.sequence_dir)
     if not os.path.exists(path):
         raise ValueError(f"The clip {path} does not exist.")
-    return path, os.path.basename(os.path.normpath(path))
+    name = os.path.basename(os.path.normpath(path))
+    return path, (os.path.splitext(name)[0] if os.path.isfile(path) else name)
 
 
 class SAPIENS_OT_animate(_JobOperator, bpy.types.Operator):

@@ -62,3 +62,27 @@ def test_cancel_stops_the_animation(sequence):
         assert jobs._tick(job) is None
     finally:
         jobs.BLOCKING = None
+
+
+def test_animate_a_movie_clip(sequence, tmp_path):
+    """A movie clip loaded in Blender: decoded by OpenCV (here, or by the server's Python inside
+    Blender), the clip becomes the camera's background and sets the scene's fps."""
+    import cv2
+
+    frames = sorted(Path(bpy.context.scene.sapiens_animate.sequence_dir).iterdir())
+    video = tmp_path / "pan.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 30.0, (256, 256))
+    for f in frames:
+        writer.write(cv2.imread(str(f)))
+    writer.release()
+    props = bpy.context.scene.sapiens_animate
+    props.source, props.clip = "MOVIE", bpy.data.movieclips.load(str(video))
+    props.frame_start, props.stride = 0, 2
+    state = sequence["state"]
+    assert bpy.ops.sapiens.animate() == {"FINISHED"}, state.SESSION.last_error
+    scene = bpy.context.scene
+    assert state.SESSION.last_info == "Animated pan: 4 frames, 1 relief armature(s)."
+    assert (scene.frame_start, scene.frame_end) == (1, 4)
+    assert scene.render.fps / scene.render.fps_base == pytest.approx(15.0)
+    bg = scene.camera.data.background_images[0]
+    assert bg.source == "MOVIE_CLIP" and bg.clip is not None
