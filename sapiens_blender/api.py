@@ -115,6 +115,7 @@ def animate(
     parallel: int = 4,
     max_side: int | None = None,
     background: bool = True,
+    mesh: bool = True,
     name: str | None = None,
     progress=None,
     cancel_event=None,
@@ -125,7 +126,8 @@ def animate(
 
     ``start``/``end`` (exclusive)/``stride`` select input frames (counted from 0); ``fps``
     overrides the input's rate (a folder has none: 25). ``offline`` smooths with the whole clip
-    instead of 2 frames of look-ahead. ``progress(done, total or None, message)`` is called per
+    instead of 2 frames of look-ahead. ``mesh``: each armature carries the relief mesh of its
+    person's best-measured frame (skinned). ``progress(done, total or None, message)`` is called per
     frame; setting ``cancel_event`` stops it (RequestCancelled). Returns the
     ``blender.animation.AnimationResult`` with ``.animation`` (the core data) and ``.written``.
     """
@@ -161,8 +163,10 @@ def animate(
             animation = run(local.ensure_running())
     if save_joints:
         joints_file.write(save_joints, animation)
+    blend_only = bool(outputs) and all(Path(o).suffix.lower() == ".blend" for o in outputs)
     result = build_animation(animation, name or Path(clip).stem,
-                             background=None if maps_dir or not background else clip)
+                             background=None if maps_dir or not background else clip, mesh=mesh,
+                             normal_space="OBJECT" if blend_only else "TANGENT")
     result.animation = animation
     result.written = [_export.export(out, result.objects, animation=True) for out in outputs or ()]
     return result

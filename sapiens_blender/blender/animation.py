@@ -18,6 +18,7 @@ from pathlib import Path
 import bpy
 import numpy as np
 
+from ..core.geometry.types import GeometryError
 from ..core.motion.clip import Animation, TrackAnimation
 from ..core.motion.rig import BONE_NAMES
 from .armature import build_armature
@@ -29,19 +30,26 @@ class AnimationResult:
     camera: bpy.types.Object
     collection: bpy.types.Collection
     armatures: list  # one armature object per track
+    meshes: list  # the relief mesh skinned to each armature (when built)
     source: str  # "relief armature" (or "fitted body")
     frame_range: tuple[int, int]
     notes: list = field(default_factory=list)
 
     @property
     def objects(self) -> list:
-        return [self.camera, *self.armatures]
+        return [self.camera, *self.armatures, *self.meshes]
 
 
 def build_animation(animation: Animation, name: str = "clip", *, background: str | Path | None = None,
-                    frame_start: int = 1, scene: bpy.types.Scene | None = None) -> AnimationResult:
+                    frame_start: int = 1, scene: bpy.types.Scene | None = None, mesh: bool = True,
+                    normal_space: str = "TANGENT") -> AnimationResult:
     """Camera, armatures and baked actions for ``animation`` in ``scene``; ``background`` = the
-    clip (a video file, or the first image of a sequence) shown behind the camera."""
+    clip (a video file, or the first image of a sequence) shown behind the camera.
+
+    With ``mesh``, each track's armature is the one of a relief build (``pipeline``) of its
+    rest frame's maps: the visible surface of that frame, skinned, moves with the action.
+    ``normal_space``: of its normal texture ('TANGENT' for glTF/FBX, 'OBJECT' for Blender).
+    """
     scene = scene or bpy.context.scene
     collection = bpy.data.collections.new(f"Sapiens {name}")
     scene.collection.children.link(collection)
@@ -55,18 +63,51 @@ def build_animation(animation: Animation, name: str = "clip", *, background: str
             notes.append(f"the clip could not be set as the camera background: {exc}")
     set_scene_timing(scene, animation.fps, frame_start, len(animation.frames))
     position = {f: i for i, f in enumerate(animation.frames)}
-    armatures = []
+    armatures, meshes = [], []
     for track in animation.tracks:
         label = f"Sapiens {name} track {track.id}"
-        arm = build_armature(track.rest.skeleton, label, collection)
+        body = None
+        if mesh and track.reference_maps is not None:
+            try:
+                body = _relief_body(track, f"{name} track {track.id}", collection, normal_space)
+            except (GeometryError, ValueError) as exc:
+                notes.append(f"track {track.id}: no relief mesh ({exc}); the armature alone is animated")
+        if body is not None:
+            arm, body_mesh = body
+            meshes.append(body_mesh)
+        else:
+            arm = build_armature(track.rest.skeleton, label, collection)
         arm["sapiens_track"] = int(track.id)
         arm["sapiens_animation_source"] = animation.source
         keys = frame_start + np.array([position[int(f)] for f in track.frames], np.float64)
         bake_track(arm, track, keys, label)
         armatures.append(arm)
     scene.frame_set(frame_start)
-    return AnimationResult(camera, collection, armatures, animation.source,
+    return AnimationResult(camera, collection, armatures, meshes, animation.source,
                            (frame_start, frame_start + len(animation.frames) - 1), notes)
+
+
+def _relief_body(track: TrackAnimation, name: str, collection, normal_space: str):
+    """(armature, mesh) of a relief build of the track's rest frame, armature = the rest pose."""
+    from ..core.motion.rig import rest_joints_dict
+    from .pipeline import BuildOptions, build_from_maps
+
+    pid = int(track.reference_person)
+    result = build_from_maps(track.reference_maps, BuildOptions(
+        name=name, people=[pid], joints={pid: rest_joints_dict(track.rest)}, make_active_camera=False,
+        normal_space=normal_space, stride=2))
+    person = result.people[0]
+    # One camera for the clip: drop the build's own, keep its person collection under ours.
+    root = result.collection
+    collection.children.link(person.collection)
+    for parent in [c for c in bpy.data.collections if person.collection.name in c.children and c is not collection]:
+        parent.children.unlink(person.collection)
+    for scene in bpy.data.scenes:
+        if root.name in scene.collection.children:
+            scene.collection.children.unlink(root)
+    bpy.data.objects.remove(result.camera)
+    bpy.data.collections.remove(root)
+    return person.armature, person.mesh
 
 
 def set_scene_timing(scene, fps: float, frame_start: int, count: int) -> None:

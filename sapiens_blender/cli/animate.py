@@ -36,6 +36,8 @@ def register(subparsers) -> None:
     p.add_argument("--server", metavar="URL", help="use a running server instead of starting one")
     p.add_argument("--token", help="the server's token (with --server; default $SAPIENS_TOKEN)")
     p.add_argument("--no-background", action="store_true", help="do not put the clip behind the camera")
+    p.add_argument("--no-mesh", action="store_true",
+                   help="armatures only (default: each carries the relief mesh of its best-seen frame)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -91,7 +93,8 @@ def run(args) -> int:
             fps=args.fps, start=args.start, end=args.end, stride=args.stride, offline=args.offline,
             save_joints=args.save_joints, server=args.server,
             token=args.token or os.environ.get("SAPIENS_TOKEN"), parallel=args.parallel,
-            max_side=args.max_side, background=not args.no_background, progress=progress)
+            max_side=args.max_side, background=not args.no_background, mesh=not args.no_mesh,
+            progress=progress)
     except (FrameSourceError, MapsError, SapiensServerError, ExportError, AnimationJointsError,
             OSError, ValueError) as exc:
         bar.finish_line()

@@ -103,7 +103,7 @@ class SAPIENS_OT_animate(_JobOperator, bpy.types.Operator):
             scene = bpy.data.scenes.get(scene_name)
             if scene is None:
                 raise RuntimeError(f"The scene {scene_name!r} was removed while animating.")
-            result = build_animation(animation, name, background=path, scene=scene)
+            result = build_animation(animation, name, background=path, scene=scene, normal_space="OBJECT")
             session.last_info = (f"Animated {name}: {len(animation.frames)} frames, "
                                  f"{len(result.armatures)} {animation.source}(s).")
 

@@ -110,7 +110,10 @@ def test_animate_cli_from_a_maps_folder(tmp_path):
     assert "4 frames at 12 fps, 1 track(s), driving the relief armature" in out.stdout
     doc = json.loads((tmp_path / "a.json").read_text())
     assert doc["fps"] == 12.0 and [f["frame"] for f in doc["frames"]] == [0, 2, 4, 6]
-    assert Glb(tmp_path / "a.glb").json["animations"]
+    glb = Glb(tmp_path / "a.glb")
+    assert glb.json["animations"] and any("skin" in n for n in glb.json["nodes"])  # the relief mesh
+    report = validate_gltf(tmp_path / "a.glb")
+    assert report["issues"]["numErrors"] == 0, report["issues"]
 
 
 @pytest.mark.parametrize("args, code, message", [
@@ -122,3 +125,28 @@ def test_animate_cli_from_a_maps_folder(tmp_path):
 def test_animate_cli_errors(tmp_path, args, code, message):
     out = run_cli("animate", *[a.format(tmp=tmp_path) for a in args], *(() if args else ("-o", "x.glb")))
     assert out.returncode == code and message in out.stderr, out.stderr
+
+
+def test_relief_mesh_rides_on_the_animated_armature():
+    """With the rest frame's maps, each track's armature is a relief build's: its rest bones are
+    the rig's (so the bake is exact) and the skinned mesh moves with the action."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    animation = _animation()
+    animation.tracks[0].reference_maps, animation.tracks[0].reference_person = ellipsoid_maps(), 1
+    result = build_animation(animation, "walk")
+    arm, = result.armatures
+    body, = result.meshes
+    assert body.find_armature() == arm and len(bpy.data.objects) == 3  # one camera, armature, mesh
+    posed = animation.tracks[0].posed
+    scene = bpy.context.scene
+    shapes = []
+    for t in (0, T // 2):
+        scene.frame_set(1 + t)
+        heads = np.array([arm.pose.bones[b].head for b in BONE_NAMES])
+        np.testing.assert_allclose(heads, posed.heads[t], atol=1e-4)
+        evaluated = body.evaluated_get(bpy.context.evaluated_depsgraph_get()).to_mesh()
+        co = np.empty(len(evaluated.vertices) * 3)
+        evaluated.vertices.foreach_get("co", co)
+        shapes.append(co.reshape(-1, 3))
+        body.evaluated_get(bpy.context.evaluated_depsgraph_get()).to_mesh_clear()
+    assert np.abs(shapes[1] - shapes[0]).max() > 0.05  # the waving forearm / the walk moved it

@@ -43,6 +43,8 @@ def test_animate_an_image_sequence(sequence):
     assert (scene.frame_start, scene.frame_end) == (1, 7) and scene.render.fps == 24
     cam = scene.camera.data
     assert cam.show_background_images and cam.background_images[0].image.source == "SEQUENCE"
+    body = next(o for o in scene.objects if o.type == "MESH" and o.find_armature() == arm)
+    assert len(body.data.vertices) > 1000  # the relief of the best-seen frame, skinned
 
 
 def test_cancel_stops_the_animation(sequence):

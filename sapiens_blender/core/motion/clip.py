@@ -44,6 +44,10 @@ class TrackAnimation:
     posed: PosedFrames
     contacts: dict = field(default_factory=dict)  # side -> [T] bool foot contact
     payloads: list = field(default_factory=list)  # [T] the pose source's per-frame payload or None
+    # The maps of the rest frame (the frame with the fewest estimated joints) and the person's
+    # mask id in them: what the relief mesh is built from. None when the source kept no maps.
+    reference_maps: Maps | None = None
+    reference_person: int | None = None
 
 
 @dataclass
@@ -69,6 +73,7 @@ class ClipAnimator:
         self.frames: list[int] = []
         self._intrinsics: list[np.ndarray] = []
         self._size: tuple[int, int] | None = None
+        self._reference: dict[int, tuple] = {}  # track id -> (estimated joints, position, maps, person)
 
     def add(self, frame_index: int, maps: Maps, detections: list | None = None) -> list[int]:
         """Take one frame's maps (frames in input order); returns the track id per person found.
@@ -85,7 +90,14 @@ class ClipAnimator:
         self._intrinsics.append(np.asarray(maps.intrinsics, np.float64))
         if detections is None:
             detections = self.poses.detect(maps)
-        return self.tracker.update(len(self.frames) - 1, detections)
+        position = len(self.frames) - 1
+        ids = self.tracker.update(position, detections)
+        for tid, det in zip(ids, detections):  # keep the best-measured frame's maps per track
+            n_est = int(np.count_nonzero(det.estimated)) if det.estimated is not None else 0
+            person = (det.payload or {}).get("person_id") if isinstance(det.payload, dict) else None
+            if person is not None and (tid not in self._reference or n_est < self._reference[tid][0]):
+                self._reference[tid] = (n_est, position, maps, person)
+        return ids
 
     def finish(self) -> Animation:
         if not self.frames:
@@ -134,11 +146,13 @@ class ClipAnimator:
             joints, contacts = plant_feet(joints, self.poses.joint_names, self.fps, self.options.planting)
         # The rest pose comes from the smoothed joints: one noisy frame would tilt the rigid
         # offsets (hips in the pelvis, shoulders in the chest) for the whole clip.
-        rest = rest_pose(np.where(seen[:, None, None], joints, np.nan), est)
+        ref = self._reference.get(track.id)
+        reference = ref[1] - first if ref else None
+        rest = rest_pose(np.where(seen[:, None, None], joints, np.nan), est, reference)
         posed = pose_frames(joints, rest.lengths, rest)
         frames = np.asarray(self.frames[first:last + 1])
         return TrackAnimation(track.id, frames, joints, est | ~seen[:, None], seen, rest, posed,
-                              contacts, payloads)
+                              contacts, payloads, ref[2] if ref else None, ref[3] if ref else None)
 
 
 def _smooth_along_rays(raw: np.ndarray, est: np.ndarray, conf: np.ndarray, options: SmoothingOptions,

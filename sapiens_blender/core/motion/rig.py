@@ -48,8 +48,10 @@ class PosedFrames:
     root_location: np.ndarray  # [T,3] pose-bone location of the root (its rest bone space)
 
 
-def rest_pose(joints: np.ndarray, estimated: np.ndarray | None = None) -> RestPose:
-    """Rest skeleton of a track from its joints [T,J,3] (camera frame, MOTION_JOINTS order)."""
+def rest_pose(joints: np.ndarray, estimated: np.ndarray | None = None, reference: int | None = None) -> RestPose:
+    """Rest skeleton of a track from its joints [T,J,3] (camera frame, MOTION_JOINTS order):
+    the pose of frame ``reference`` (default: the complete frame with the fewest estimated
+    joints) with the median bone lengths."""
     joints = np.asarray(joints, np.float64)
     heads, tails = _bone_ends(joints)
     lengths = np.nanmedian(np.linalg.norm(tails - heads, axis=-1), axis=0)
@@ -58,7 +60,10 @@ def rest_pose(joints: np.ndarray, estimated: np.ndarray | None = None) -> RestPo
     if not complete.any():
         raise ValueError("no frame has every joint of the body: cannot make a rest pose")
     n_est = np.zeros(len(joints)) if estimated is None else np.asarray(estimated).sum(axis=1)
-    ref = int(np.argmin(np.where(complete, n_est, np.inf)))
+    if reference is not None and 0 <= reference < len(joints) and complete[reference]:
+        ref = int(reference)
+    else:
+        ref = int(np.argmin(np.where(complete, n_est, np.inf)))
     posed = pose_frames(joints[ref:ref + 1], lengths, None)
     rest_joints = posed.joints[0]
     bh, bt = _bone_ends(rest_joints[None])
@@ -68,6 +73,13 @@ def rest_pose(joints: np.ndarray, estimated: np.ndarray | None = None) -> RestPo
     skeleton = Skeleton(list(BONE_NAMES), bh[0], bt[0], parents, rolls,
                         np.zeros(len(BONE_NAMES), bool), z_axes=posed.matrices[0][:, :, 2])
     return RestPose(rest_joints, lengths, skeleton, ref)
+
+
+def rest_joints_dict(rest: RestPose) -> dict:
+    """{name: Joint} of the rest pose (a joints file's form, for building the relief mesh's armature)."""
+    from ..geometry.types import Joint
+
+    return {n: Joint(n, rest.joints[i].copy(), estimated=False) for i, n in enumerate(MOTION_JOINTS)}
 
 
 def pose_frames(joints: np.ndarray, lengths: np.ndarray, rest: RestPose | None) -> PosedFrames:
