@@ -48,3 +48,30 @@ def test_panned_astronaut_joints_follow_the_known_motion(server, clip):
     # no temporal filter can tell from motion (docs/performance.md).
     assert results["lag 2"] <= 5.0 and results["offline"] <= 4.0
     assert results["lag 2"] < results["per frame"] / 2
+
+
+def test_animate_cli_on_a_video_through_the_server(server, clip, tmp_path):
+    """`sapiens-blender animate clip.avi -o x.fbx` end to end against the running server."""
+    import json
+    import subprocess
+    import sys
+
+    import cv2
+
+    pytest.importorskip("bpy")
+    folder, _ = clip
+    video = tmp_path / "pan.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 25.0, (512, 512))
+    for f in sorted(folder.iterdir())[:12]:
+        writer.write(cv2.imread(str(f)))
+    writer.release()
+    entry = "import sys; from sapiens_blender.cli import main; sys.exit(main())"
+    out = subprocess.run([sys.executable, "-c", entry, "animate", str(video), "-o", str(tmp_path / "pan.fbx"),
+                          "--model", "mediapipe", "--server", f"http://{server.url}", "--token", server.token,
+                          "--start", "2", "--stride", "2", "--save-joints", str(tmp_path / "pan.json"),
+                          "--no-mesh", "-q"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "5 frames at 12.5 fps, 1 track(s), driving the relief armature" in out.stdout
+    doc = json.loads((tmp_path / "pan.json").read_text())
+    assert [f["frame"] for f in doc["frames"]] == [2, 4, 6, 8, 10]
+    assert (tmp_path / "pan.fbx").stat().st_size > 10000
