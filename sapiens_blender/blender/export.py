@@ -33,19 +33,21 @@ def export_format(path: str | os.PathLike) -> str:
     return FORMATS[suffix]
 
 
-def export(path: str | os.PathLike, objects: list | None = None) -> Path:
+def export(path: str | os.PathLike, objects: list | None = None, animation: bool = False) -> Path:
     """Export ``objects`` (default: the whole scene) to ``path``; the suffix picks the format.
+
+    ``animation``: include the objects' actions (glTF animation channels, an FBX take per action).
 
     .blend always saves the whole file (a copy: the current file name is not changed).
     """
     path = output_path(path)  # not resolved: a link at the output is replaced, not followed
     export_format(path)
     with atomic_output(path) as tmp:
-        _write(path, tmp, objects)
+        _write(path, tmp, objects, animation)
     return path
 
 
-def export_all(paths, objects: list | None = None) -> list[Path]:
+def export_all(paths, objects: list | None = None, animation: bool = False) -> list[Path]:
     """Export to every path or to none: each is written to its temporary file first, and they
     replace their outputs only once every export has succeeded."""
     outputs = [output_path(p) for p in paths]
@@ -54,11 +56,11 @@ def export_all(paths, objects: list | None = None) -> list[Path]:
     with contextlib.ExitStack() as stack:
         temps = [stack.enter_context(atomic_output(out)) for out in outputs]
         for out, tmp in zip(outputs, temps):
-            _write(out, tmp, objects)
+            _write(out, tmp, objects, animation)
     return outputs
 
 
-def _write(path: Path, tmp: Path, objects) -> None:
+def _write(path: Path, tmp: Path, objects, animation: bool = False) -> None:
     fmt = export_format(path)
     if fmt == "blend":
         try:
@@ -72,9 +74,9 @@ def _write(path: Path, tmp: Path, objects) -> None:
             select_only(view_layer, chosen, chosen[0] if chosen else None)
             try:
                 if fmt in ("glb", "gltf"):
-                    _export_gltf(tmp, fmt)
+                    _export_gltf(tmp, fmt, animation)
                 else:
-                    _export_fbx(tmp)
+                    _export_fbx(tmp, animation)
             except RuntimeError as exc:  # the exporter's own traceback, as an operator error
                 raise ExportError(f"the {fmt} exporter failed for {path.name}: {exc}") from exc
     if not tmp.exists():
@@ -94,7 +96,7 @@ def _disk_reason(tmp: Path, exc: Exception) -> str:
     return str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
 
 
-def _export_gltf(tmp: Path, fmt: str) -> None:
+def _export_gltf(tmp: Path, fmt: str, animation: bool = False) -> None:
     result = bpy.ops.export_scene.gltf(
         filepath=str(tmp),
         export_format="GLB" if fmt == "glb" else "GLTF_EMBEDDED",
@@ -105,7 +107,10 @@ def _export_gltf(tmp: Path, fmt: str) -> None:
         export_yup=True,
         export_apply=False,
         export_skins=True,
-        export_animations=False,
+        export_animations=animation,
+        # Every key as written (the action is baked already): no resampling, no simplification.
+        export_force_sampling=False,
+        export_optimize_animation_size=False,
         export_image_format="AUTO",
         export_tangents=True,  # the MikkTSpace frames the tangent-space normal texture was baked for
     )
@@ -113,7 +118,7 @@ def _export_gltf(tmp: Path, fmt: str) -> None:
         raise ExportError(f"glTF export failed: {result}")
 
 
-def _export_fbx(tmp: Path) -> None:
+def _export_fbx(tmp: Path, animation: bool = False) -> None:
     result = bpy.ops.export_scene.fbx(
         filepath=str(tmp),
         use_selection=True,
@@ -122,7 +127,10 @@ def _export_fbx(tmp: Path) -> None:
         path_mode="COPY",
         embed_textures=True,
         apply_unit_scale=True,
-        bake_anim=False,
+        bake_anim=animation,
+        bake_anim_use_all_actions=False,  # a take per object's own action, not every action
+        bake_anim_use_nla_strips=False,
+        bake_anim_simplify_factor=0.0,  # keep a key per frame
     )
     if "FINISHED" not in result:
         raise ExportError(f"FBX export failed: {result}")

@@ -132,13 +132,15 @@ class Scene:
 
 def pose_body(pose: str = "arms_bent", shape: str = "average", yaw_deg: float = 0.0,
               position=(0.0, 0.0, 3.0)) -> Body:
-    """Pose and shape the body, turn it by ``yaw_deg`` about its up axis, place its centre."""
+    """Pose and shape the body, turn it by ``yaw_deg`` about its up axis, place its centre.
+
+    ``pose``: a name of ``POSES`` or such a dict itself ({anny bone: (axis, degrees)})."""
     import roma
     import torch
 
     model, regressor = load_body_model()
     pose_params = {}
-    for bone, (axis, deg) in POSES[pose].items():
+    for bone, (axis, deg) in (POSES[pose] if isinstance(pose, str) else pose).items():
         m = torch.eye(4)[None]
         m[0, :3, :3] = roma.rotvec_to_rotmat(torch.tensor(axis, dtype=torch.float32) * np.radians(deg))
         pose_params[bone] = m
