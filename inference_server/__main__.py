@@ -69,18 +69,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _apply_model_options(args) -> None:
-    """Model options become the environment the backends read when they load (lazily, later):
-    one source of truth whether they were given as flags or inherited as variables."""
+def _model_settings(args):
+    """The backends' settings: the flags over the environment (SAPIENS_*), read once here and
+    passed to every backend (backends/settings.py)."""
+    from .backends.settings import SapiensSettings
+
+    folder = None
     if args.weights_dir:
         folder = Path(args.weights_dir).expanduser()
         if not folder.is_dir():
             raise ValueError(f"--weights-dir {folder} is not a folder")
-        os.environ["SAPIENS_WEIGHTS_DIR"] = str(folder.resolve())
-    if args.device:
-        os.environ["SAPIENS_DEVICE"] = args.device
-    if args.precision:
-        os.environ["SAPIENS_PRECISION"] = args.precision
+        folder = folder.resolve()
+    return SapiensSettings.from_env(device=args.device or None, precision=args.precision or None,
+                                    weights_dir=folder)
 
 
 def _setup_logging(args) -> Path:
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("sapiens_blender inference server %s, log file %s", __version__, log_path)
     try:
         token = _read_token(args)
-        _apply_model_options(args)
+        model_settings = _model_settings(args)
         if args.max_batch < 1 or not 0 <= args.batch_window_ms <= 1000:
             raise ValueError("--max-batch must be >= 1 and --batch-window-ms in 0..1000")
         if not _is_loopback(args.host) and not args.allow_remote:
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     from .backends import catalog
 
     try:
-        found = catalog.register_builtin()
+        found = catalog.register_builtin(model_settings)
         catalog.import_extra(args.backend_module)
     except Exception as exc:
         log.exception("cannot start: a backend module failed to import: %s", exc)

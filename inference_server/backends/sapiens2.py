@@ -13,7 +13,6 @@ torch/transformers are imported lazily: importing this module (the server catalo
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,8 @@ from ..processing.goliath import PART_NAMES_SAPIENS2
 from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
 from . import devices, weights
 from .base import BackendError, register
-from .sapiens_common import SapiensTaskBackend, SinglePhotoCalls
+from .sapiens_common import SapiensTaskBackend
+from .settings import SapiensSettings
 
 log = logging.getLogger(__name__)
 
@@ -46,18 +46,18 @@ def accelerator_available() -> str | None:
     return devices.accelerator_available()
 
 
-def weights_available(size: str, task: str | None = None) -> bool:
+def weights_available(size: str, task: str | None = None, weights_dir=None) -> bool:
     """True when the weights of ``task`` (all four when None) are local or may be downloaded."""
     if size not in SIZES:
         return False
     tasks = [task] if task else list(TASKS)
     try:
-        return all(weights.cached_or_downloadable(repo_id(t, size)) for t in tasks)
+        return all(weights.cached_or_downloadable(repo_id(t, size), weights_dir=weights_dir) for t in tasks)
     except Exception:  # unreadable cache entries mean "not available", never a crash of the caller
         return False
 
 
-class Sapiens2Runner(SinglePhotoCalls):
+class Sapiens2Runner:
     """Calls the four task models with the reference pre/post-processing (see sapiens_pipeline)."""
 
     metric = True
@@ -131,23 +131,22 @@ class Sapiens2Backend(SapiensTaskBackend):
 
     def __init__(self, size: str, device: str | None = None, precision: str | None = None,
                  weights_dir: str | Path | None = None, tasks: tuple[str, ...] = tuple(TASKS),
-                 input_scale: float | None = None):
+                 input_scale: float | None = None, settings: SapiensSettings | None = None):
         if size not in SIZES:
             raise ValueError(f"Sapiens2 sizes are {', '.join(SIZES)}; got {size!r}")
         self.size = size
         self.name = self.source = f"sapiens2-{size}"
-        self._device, self._precision = device, precision
-        self.weights_dir = Path(weights_dir) if weights_dir else None
         self.tasks = tuple(tasks)
+        self._init_state(Sapiens2Runner(self), settings, device=device, precision=precision,
+                         weights_dir=weights_dir, input_scale=input_scale)
         # < 1 runs the models on a smaller input (a fast preview, e.g. 0.5 -> 512x384: ~4x fewer
         # tokens) for seg, normal and pose; Sapiens2's RoPE positions accept any multiple of the
         # patch size. The pointmap keeps its native size (see input_hw).
-        scale = input_scale if input_scale is not None else float(os.environ.get("SAPIENS_INPUT_SCALE", "1") or 1)
+        scale = self.settings.input_scale
         if not 0.1 <= scale <= 1.0:
             raise ValueError(f"input_scale must lie in [0.1, 1], got {scale}")
         self.input_scale = scale
         self._native_hw: dict = {}
-        self._init_state(Sapiens2Runner(self))
 
     # --- loading (the rest of the lifecycle is SapiensTaskBackend's) ---------------------------
     def _task_label(self, task: str) -> str:
@@ -252,7 +251,7 @@ def _compiled(module):
     return Guard()
 
 
-def register_all() -> None:
+def register_all(settings: SapiensSettings | None = None) -> None:
     """Register ``sapiens2-{size}`` for every size (nothing is loaded or downloaded here)."""
     for size in SIZES:
-        register(f"sapiens2-{size}", lambda size=size: Sapiens2Backend(size))
+        register(f"sapiens2-{size}", lambda size=size: Sapiens2Backend(size, settings=settings))

@@ -10,23 +10,10 @@ import threading
 
 from . import devices
 from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress
-from .sapiens_batch import run_pipeline_batch
 from .sapiens_pipeline import StageTimes, run_pipeline
+from .settings import SapiensSettings
 
 log = logging.getLogger(__name__)
-
-
-class SinglePhotoCalls:
-    """A runner's one-photo calls, as batches of one (a runner implements the ``*_batch`` ones)."""
-
-    def segment(self, photo, hw):
-        return self.segment_batch([photo], [hw])[0]
-
-    def depth(self, photo, hw):
-        return self.depth_batch([photo], [hw])[0]
-
-    def normals(self, photo, hw):
-        return self.normals_batch([photo], [hw])[0]
 
 
 class SapiensTaskBackend(Backend):
@@ -34,7 +21,11 @@ class SapiensTaskBackend(Backend):
     #: task names this family knows (a request may name only these)
     known_tasks: tuple[str, ...] = ("seg", "depth", "normal", "pose")
 
-    def _init_state(self, runner) -> None:
+    def _init_state(self, runner, settings: SapiensSettings | None, **overrides) -> None:
+        """``settings`` (from the server's flags/environment; read from the environment when None)
+        with the constructor's explicit arguments applied over it."""
+        self.settings = (settings or SapiensSettings.from_env()).replace(**overrides)
+        self.weights_dir = self.settings.weights_dir
         self.models: dict = {}
         self.placement = None
         self.last_times = StageTimes()
@@ -43,7 +34,7 @@ class SapiensTaskBackend(Backend):
 
     # --- what a family provides ---------------------------------------------------------------
     def _placement(self) -> devices.Placement:
-        return devices.choose_placement(self._device, self._precision)
+        return devices.choose_placement(self.settings.device, self.settings.precision, self.settings.compile)
 
     def _task_label(self, task: str) -> str:
         raise NotImplementedError
@@ -91,19 +82,18 @@ class SapiensTaskBackend(Backend):
     def analyze(self, image, options: AnalyzeOptions, progress: ProgressFn = no_progress,
                 cancel: CancelToken | None = None) -> dict:
         self.load(progress, cancel)
-        with self._lock:
-            self._check_tasks(options)
-            self.last_times = StageTimes()
-            return run_pipeline(self._runner, image, options, progress, cancel, device=self.placement.device,
-                                times=self.last_times, normal_signs_hint=self._runner.last_normal_signs)
+        (result,) = self.analyze_batch([image], [options], [progress], [cancel])
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
     def analyze_batch(self, images, options_list, progress_list=None, cancel_list=None) -> list:
-        """Several photos, one forward per task for all of them (see sapiens_batch.py)."""
+        """Several photos, one forward per task for all of them (sapiens_pipeline.py)."""
         self.load((progress_list or [no_progress])[0])
         with self._lock:
             for options in options_list:
                 self._check_tasks(options)
             self.last_times = StageTimes()
-            return run_pipeline_batch(self._runner, images, options_list, progress_list, cancel_list,
-                                      device=self.placement.device, times=self.last_times,
-                                      normal_signs_hint=self._runner.last_normal_signs)
+            return run_pipeline(self._runner, images, options_list, progress_list, cancel_list,
+                                device=self.placement.device, times=self.last_times,
+                                normal_signs_hint=self._runner.last_normal_signs)

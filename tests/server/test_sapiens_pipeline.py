@@ -8,10 +8,15 @@ import pytest
 from test_processing_geometry import K_TRUE, PLANE_NORMAL, tilted_plane
 
 from inference_server.backends.base import AnalyzeOptions
-from inference_server.backends.sapiens_pipeline import run_pipeline
+from inference_server.backends.sapiens_pipeline import run_pipeline as run_batch
 from inference_server.processing.goliath import PART_NAMES_SAPIENS2
 
 torch = pytest.importorskip("torch")
+
+
+def run_pipeline(runner, image, options, **kwargs):
+    (result,) = run_batch(runner, [image], [options], **kwargs)
+    return result
 
 H, W = 96, 160
 # person 1 is larger; far enough apart that each top-down crop holds only its own person
@@ -39,17 +44,20 @@ class SyntheticRunner:
     mean, std = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
     flip = (1.0, -1.0, 1.0)  # the "model" predicts y upside down
 
-    def segment(self, photo, hw):
-        parts = np.zeros(hw, np.uint8)
-        for rows, cols in PEOPLE.values():
-            parts[rows, cols] = 22
-        return parts
+    def segment_batch(self, photos, hws):
+        out = []
+        for hw in hws:
+            parts = np.zeros(hw, np.uint8)
+            for rows, cols in PEOPLE.values():
+                parts[rows, cols] = 22
+            out.append(parts)
+        return out
 
-    def depth(self, photo, hw):
-        return tilted_plane(*hw)
+    def depth_batch(self, photos, hws):
+        return [tilted_plane(*hw) for hw in hws]
 
-    def normals(self, photo, hw):
-        return np.broadcast_to(PLANE_NORMAL * np.asarray(self.flip), (*hw, 3)).astype(np.float32)
+    def normals_batch(self, photos, hws):
+        return [np.broadcast_to(PLANE_NORMAL * np.asarray(self.flip), (*hw, 3)).astype(np.float32) for hw in hws]
 
     def pose(self, crops):
         # heatmap = red/green channel sampled at the UDP heatmap grid (align_corners=True), 1/4 size
