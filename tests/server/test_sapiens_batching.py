@@ -80,3 +80,30 @@ def test_cancelled_photo_leaves_the_batch_and_the_others_finish(backend):
     assert calls["depth"] == [3] and calls["normal"] == [2] and calls["pose"] == [2]
     for i in (0, 2):
         assert out[i]["keypoints"].shape == (1, 308, 3) and np.isfinite(out[i]["normal"][out[i]["mask"] > 0]).all()
+
+
+def test_auto_batches_like_the_model_it_resolves_to(tiny_hub, offline_hub, monkeypatch):
+    """`analyze --parallel` promises batching for `auto`: its slot batches when auto resolves to
+    Sapiens2, and its analyze_batch is Sapiens2's (one forward per task), source saying why."""
+    from inference_server.backends import auto, base
+    from inference_server.models import ModelSlot
+
+    offline_hub(tiny_hub)
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    base.register("sapiens2-0.4b", lambda: sapiens2.Sapiens2Backend("0.4b", device="cpu", precision="fp32"))
+    base.register("auto", lambda: auto.AutoBackend(chooser=lambda: ("sapiens2-0.4b", "test: GPU stand-in")))
+    slot = ModelSlot("auto")
+    assert slot.batching
+    slot.backend.load()
+    calls = count_forwards(slot.backend._inner)
+    photos = [photo(h, w, seed=i) for i, (h, w) in enumerate(SIZES)]
+    out = slot.backend.analyze_batch(photos, [AnalyzeOptions(max_side=96, tasks=("seg",)) for _ in photos])
+    assert calls == {"seg": [3]}
+    assert all("(auto: test: GPU stand-in)" in m["source"] for m in out)
+    from inference_server.backends import mediapipe_cpu
+
+    mediapipe_cpu.register_all()
+    base.register("auto", lambda: auto.AutoBackend(chooser=lambda: ("mediapipe", "no GPU")))
+    offline = auto.AutoBackend(chooser=lambda: ("mediapipe", "no GPU"))
+    assert offline.batching is False and offline.choice == "mediapipe"  # one by one: no batching
+    slot.backend.unload()
