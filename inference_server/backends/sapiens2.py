@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..processing.goliath import PART_NAMES_SAPIENS2
+from ..processing.normals import SAPIENS_NORMAL_SIGNS
 from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
 from . import devices, weights
 from .base import BackendError, register
@@ -62,12 +63,12 @@ class Sapiens2Runner:
 
     metric = True
     part_names = PART_NAMES_SAPIENS2
+    normal_signs = SAPIENS_NORMAL_SIGNS  # model normal axes -> canonical frame (see normals.py)
     mean, std = SAPIENS2_MEAN, SAPIENS2_STD
 
     def __init__(self, backend: "Sapiens2Backend"):
         self.b = backend
         self.source = backend.name
-        self.last_normal_signs = None
 
     @property
     def pose_input_hw(self):
@@ -205,6 +206,7 @@ class Sapiens2Backend(SapiensTaskBackend):
             "size": self.size,
             "repos": [repo_id(t, self.size) for t in self.tasks],
             "device": self.placement.describe() if self.placement else "not loaded",
+            **self._people_facts(),
             "metric": True,
             "input_scale": self.input_scale,
         }

@@ -27,6 +27,8 @@ class SapiensTaskBackend(Backend):
         self.settings = (settings or SapiensSettings.from_env()).replace(**overrides)
         self.weights_dir = self.settings.weights_dir
         self.models: dict = {}
+        self.detector = None  # person_detector.PersonDetector once loaded (None: connected components)
+        self.no_detector_reason = "no person detector configured (SAPIENS_DETECTOR=none)"
         self.placement = None
         self.last_times = StageTimes()
         self._lock = threading.RLock()
@@ -58,8 +60,30 @@ class SapiensTaskBackend(Backend):
                     cancel.check()
                 progress("load", i / len(self.tasks), f"loading {self._task_label(task)}")
                 self.models[task] = self._load_task(task, progress, cancel)
+            self._load_detector(progress, cancel)
             progress("load", 1.0, f"{self.source} ready on {self.placement.describe()}")
             log.info("%s loaded on %s", self.name, self.placement.describe())
+
+    def _load_detector(self, progress: ProgressFn, cancel: CancelToken | None) -> None:
+        """The person detector is optional: when it cannot be had (offline without it in the cache,
+        a repo without a person class...) the people are connected components and the maps' notes
+        say why; the Sapiens models themselves still serve."""
+        repo = self.settings.detector
+        if repo is None or self.detector is not None:
+            return
+        from .person_detector import load_detector
+
+        progress("load", None, f"loading the person detector {repo}")
+        try:
+            self.detector = load_detector(repo, self.placement, self.weights_dir, progress, cancel)
+        except BackendError as exc:
+            self.no_detector_reason = f"person detector {repo} unavailable: {exc}"
+            log.warning("%s: %s; people will be connected components", self.name, self.no_detector_reason)
+
+    def _people_facts(self) -> dict:
+        if self.detector is not None:
+            return {"people": f"person detector {self.detector.repo}"}
+        return {"people": f"connected components ({self.no_detector_reason})"}
 
     @property
     def loaded(self) -> bool:
@@ -70,6 +94,7 @@ class SapiensTaskBackend(Backend):
             if not self.models:
                 return
             self.models.clear()
+            self.detector = None
             devices.free_memory()
             log.info("%s unloaded", self.name)
 
@@ -96,4 +121,5 @@ class SapiensTaskBackend(Backend):
             self.last_times = StageTimes()
             return run_pipeline(self._runner, images, options_list, progress_list, cancel_list,
                                 device=self.placement.device, times=self.last_times,
-                                normal_signs_hint=self._runner.last_normal_signs)
+                                detector=self.detector, no_detector_reason=self.no_detector_reason,
+                                depth_available="depth" in self.models)

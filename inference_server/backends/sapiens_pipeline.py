@@ -137,10 +137,16 @@ def _batched(runner, method: str, photos: list[_Photo]) -> list:
 
 
 def run_pipeline(runner, images: list, options_list: list, progress_list: list | None = None,
-                       cancel_list: list | None = None, device="cpu", times: StageTimes | None = None,
-                       normal_signs_hint: tuple | None = None) -> list:
+                 cancel_list: list | None = None, device="cpu", times: StageTimes | None = None,
+                 detector=None, no_detector_reason: str = "no person detector configured",
+                 depth_available: bool = True) -> list:
     """Maps dicts for ``images`` (same order); an entry is the exception when that photo failed or was
-    cancelled. A failing forward pass fails the whole batch (raised)."""
+    cancelled. A failing forward pass fails the whole batch (raised).
+
+    ``detector`` (person_detector.PersonDetector or None) splits the foreground into people and
+    gives the pose boxes; without it (``no_detector_reason`` says why, in the notes) people are
+    connected components. ``depth_available``: the runner can run depth, so normals asked for
+    without depth are still calibrated against it (the depth itself is then not returned)."""
     times = times if times is not None else StageTimes()
     n = len(images)
     photos = [_Photo(img, opt, (progress_list or [no_progress] * n)[i] or no_progress,
@@ -149,12 +155,21 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
         p.result = _unknown_tasks(p.options)
         p.tasks = tuple(t for t in p.options.tasks if t in TASKS)
         p.steps = 1 + sum(t in p.tasks for t in ("depth", "normal", "pose"))
+        p.steps += int("normal" in p.tasks and "depth" not in p.tasks and depth_available)
+        # normals are calibrated against depth: it runs for them even when not asked for
+        p.depth_for_normals = "normal" in p.tasks and "depth" not in p.tasks and depth_available
 
     live = _still_running(photos)
     t0 = time.perf_counter()
     for p in live:
         p.photo, p.grid = maps_grid(p.image, p.options.max_side, device)
+        p.boxes = None
     times.add("preprocess", t0)
+    if detector is not None and live:
+        t0 = time.perf_counter()
+        for p, boxes in zip(live, detector.detect_batch([p.photo for p in live], [p.grid.shape[:2] for p in live])):
+            p.boxes = boxes
+        times.add("forward_detect", t0)
 
     # The mask comes from the segmentation, so it always runs (even when "seg" is not asked for).
     live = _still_running(live)
@@ -165,14 +180,15 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
     times.add("forward_seg", t0)
     t0 = time.perf_counter()
     for p, parts in zip(live, segs):
-        _after_segmentation(runner, p, parts)
+        _after_segmentation(runner, p, parts, detector, no_detector_reason)
     times.add("postprocess", t0)
 
     live = [p for p in _still_running(live) if p.count > 0]
-    depth_photos = [p for p in live if "depth" in p.tasks]
+    depth_photos = [p for p in live if "depth" in p.tasks or p.depth_for_normals]
     if depth_photos:
         for p in depth_photos:
-            p.step("depth", "depth" if not runner.metric else "pointmap")
+            p.step("depth", ("depth" if not runner.metric else "pointmap")
+                   + (" (to calibrate the normals)" if p.depth_for_normals else ""))
         t0 = time.perf_counter()
         raws = _batched(runner, "depth", depth_photos)
         times.add("forward_depth", t0)
@@ -190,10 +206,8 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
         predicted = _batched(runner, "normals", normal_photos)
         times.add("forward_normal", t0)
         t0 = time.perf_counter()
-        last = normal_signs_hint  # photo i sees the signs photo i-1 left, as when run one by one
         for p, pred in zip(normal_photos, predicted):
-            last = _after_normals(runner, p, pred, last)
-        runner.last_normal_signs = last
+            _after_normals(runner, p, pred)
         times.add("postprocess", t0)
 
     live = _still_running(live)
@@ -209,9 +223,29 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
     return [p.result for p in photos]
 
 
-def _after_segmentation(runner, p: _Photo, parts: np.ndarray) -> None:
+def _find_people(p: _Photo, foreground: np.ndarray, detector, no_detector_reason: str) -> None:
+    """p.people (instance map) and p.boxes (pose boxes), from the detector when it found people in
+    the foreground, else connected components; the notes say which."""
+    if p.boxes is not None and len(p.boxes):
+        people, kept = instances.split_by_boxes(foreground, p.boxes[:, :4])
+        if len(kept):
+            p.people, p.boxes = people, kept
+            p.notes.append(f"people: {len(kept)} from the person detector {detector.repo}")
+            return
+        why = f"the person detector {detector.repo} found no person on the segmented foreground"
+    elif p.boxes is not None:
+        why = f"the person detector {detector.repo} found no person"
+    else:
+        why = no_detector_reason
+    p.people = instances.label_people(foreground)
+    p.boxes = instances.person_boxes(p.people)
+    p.notes.append(f"people: connected components of the segmentation ({why}); people who touch "
+                   "are one person")
+
+
+def _after_segmentation(runner, p: _Photo, parts: np.ndarray, detector, no_detector_reason: str) -> None:
     h, w = p.grid.shape[:2]
-    p.people = instances.label_people(parts > 0)
+    _find_people(p, parts > 0, detector, no_detector_reason)
     p.parts = np.where(p.people > 0, parts, 0).astype(np.uint8)
     p.count = int(p.people.max(initial=0))
     p.k = intrinsics.default_intrinsics(h, w)
@@ -245,30 +279,36 @@ def _after_depth(runner, p: _Photo, raw) -> None:
                      runner.source, p.k[0, 0], p.k[1, 1], p.k[0, 2], p.k[1, 2], rms)
         else:
             p.notes.append("intrinsics: pointmap fit failed, default field of view used")
-        p.depth = np.where(p.fg, points[..., 2], np.nan).astype(np.float32)
-        p.pointmap = np.where(p.fg[..., None], points, np.nan).astype(np.float32)
         p.points = points
+        if not p.depth_for_normals:
+            p.depth = np.where(p.fg, points[..., 2], np.nan).astype(np.float32)
+            p.pointmap = np.where(p.fg[..., None], points, np.nan).astype(np.float32)
     else:
-        p.depth = depth_scale.relative_depth_to_z(raw, p.people, float(p.k[1, 1]))
-        p.points = _points_from_depth(p.depth, p.k)
+        depth = depth_scale.relative_depth_to_z(raw, p.people, float(p.k[1, 1]))
+        p.points = _points_from_depth(depth, p.k)
+        if not p.depth_for_normals:
+            p.depth = depth
 
 
-def _after_normals(runner, p: _Photo, predicted: np.ndarray, hint):
-    """Calibrate the axis signs of one photo; returns the signs the next photo inherits."""
-    signs = hint or (1.0, 1.0, 1.0)
+def _after_normals(runner, p: _Photo, predicted: np.ndarray) -> None:
+    """Normals into the canonical frame: the family's fixed axis convention (runner.normal_signs,
+    evidence in processing/normals.py), checked per photo against the depth-derived normals (an
+    axis flips only when the geometry clearly says so). Without depth they are NOT calibrated and
+    the notes say so."""
+    convention = np.asarray(runner.normal_signs, np.float32)
+    signs = convention
     if p.points is not None:
         reference = normals.normals_from_points(p.points, p.inner)
-        cal = normals.calibrate_normal_signs(predicted, reference, p.inner)
+        cal = normals.calibrate_normal_signs(predicted * convention, reference, p.inner)
         log.info("%s: %s", runner.source, cal.describe())
         p.notes.append(cal.describe())
         if cal.pixels >= normals.MIN_CALIBRATION_PIXELS:
-            signs, p.agreement = cal.signs, cal.agreement_deg
+            signs, p.agreement = convention * np.asarray(cal.signs, np.float32), cal.agreement_deg
     else:
-        p.notes.append("normal self-calibration needs depth; axis signs from the last calibration"
-                       if hint else "normal self-calibration needs depth; model axes kept")
-    p.signs = signs
-    p.normal = np.where(p.fg[..., None], predicted * np.asarray(signs, np.float32), np.nan).astype(np.float32)
-    return tuple(signs) if np.isfinite(p.agreement) else hint
+        p.notes.append("normals NOT calibrated (no depth model to check them against): the model's axes "
+                       f"taken with the fixed convention {normals.describe_signs(convention)}")
+    p.signs = tuple(float(v) for v in signs)
+    p.normal = np.where(p.fg[..., None], predicted * signs, np.nan).astype(np.float32)
 
 
 def _pose(runner, photos: list[_Photo], times: StageTimes) -> None:
@@ -277,22 +317,32 @@ def _pose(runner, photos: list[_Photo], times: StageTimes) -> None:
         return
     import torch
 
-    from ..processing.resize_pad import crop_people
+    from ..processing.resize_pad import crop_people, photo_tensor
 
     mh, mw = runner.pose_input_hw
-    owners, centres, sizes, crops = [], [], [], []
+    owners, centres, sizes, crops, to_grid = [], [], [], [], []
     t0 = time.perf_counter()
     for i, p in enumerate(photos):
-        c, s = heatmaps.crop_params(instances.person_boxes(p.people), aspect_wh=mw / mh)
+        # Crop from the ORIGINAL photo (not the maps grid): small people, faces and hands keep
+        # their pixels. Boxes go grid -> photo, keypoints come back photo -> grid.
+        (gh, gw), (ih, iw) = p.grid.shape[:2], p.image.shape[:2]
+        scale = np.asarray([iw / gw, ih / gh])
+        boxes = np.asarray(p.boxes, np.float64)[:, :4].reshape(-1, 4)
+        edges = np.concatenate([boxes[:, :2], boxes[:, 2:] + 1.0], 1) * np.tile(scale, 2)  # continuous
+        c, s = heatmaps.crop_params(np.concatenate([edges[:, :2], edges[:, 2:] - 1.0], 1), aspect_wh=mw / mh)
         if len(c):
             owners += [(i, j) for j in range(len(c))]
             centres.append(c)
             sizes.append(s)
-            crops.append(crop_people(p.photo, c, s, runner.pose_input_hw, runner.mean, runner.std))
+            to_grid.append(np.broadcast_to(scale, (len(c), 2)))
+            source = p.photo if (ih, iw) == (gh, gw) else photo_tensor(p.image, p.photo.device)
+            crops.append(crop_people(source, c, s, runner.pose_input_hw, runner.mean, runner.std))
+            del source
     times.add("preprocess", t0)
     if not crops:
         return
     centres, sizes, crops = np.concatenate(centres), np.concatenate(sizes), torch.cat(crops)
+    to_grid = np.concatenate(to_grid)
     for start in range(0, len(owners), POSE_BATCH):
         sl = slice(start, start + POSE_BATCH)
         t0 = time.perf_counter()
@@ -305,7 +355,8 @@ def _pose(runner, photos: list[_Photo], times: StageTimes) -> None:
         t0 = time.perf_counter()
         xy, score = heatmaps.decode_heatmaps(hm)
         xy_img = heatmaps.heatmap_to_image(xy, centres[sl], sizes[sl], hm.shape[-2:])
-        xy_img = xy_img + 0.5  # pixel-index -> canonical pixel-centre convention (u = col + 0.5)
+        # photo pixel-index -> canonical (pixel centres at +0.5) -> maps grid
+        xy_img = (xy_img + 0.5) / to_grid[sl][:, None, :]
         xy_img[score <= 0] = 0.0
         score = np.clip(np.nan_to_num(score, nan=0.0), 0.0, 1.0)
         for row, (i, j) in enumerate(owners[sl]):

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..processing.goliath import PART_NAMES_SAPIENS1
+from ..processing.normals import SAPIENS_NORMAL_SIGNS
 from ..processing.resize_pad import SAPIENS1_MEAN, SAPIENS1_STD
 from . import devices, weights
 from .base import BackendError, register
@@ -80,12 +81,12 @@ def _repo_and_files(task, size):
 class Sapiens1Runner:
     metric = False
     part_names = PART_NAMES_SAPIENS1
+    normal_signs = SAPIENS_NORMAL_SIGNS  # model normal axes -> canonical frame (see normals.py)
     mean, std = SAPIENS1_MEAN, SAPIENS1_STD
     pose_input_hw = INPUT_HW
 
     def __init__(self, backend: "Sapiens1Backend"):
         self.b = backend
-        self.last_normal_signs = None
 
     @property
     def source(self):
@@ -201,6 +202,7 @@ class Sapiens1Backend(SapiensTaskBackend):
             "size": self.size,
             "files": ["/".join(checkpoint(t, size_for(t, self.size))) for t in self.tasks],
             "device": self.placement.describe() if self.placement else "not loaded",
+            **self._people_facts(),
             "metric": False,
             "depth_scaling": "relative depth placed at a nominal distance (1.7 m tall person), 0.5 m relief",
         }

@@ -42,7 +42,8 @@ class SyntheticRunner:
     metric = True
     pose_input_hw = (64, 48)
     mean, std = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
-    flip = (1.0, -1.0, 1.0)  # the "model" predicts y upside down
+    flip = (1.0, -1.0, 1.0)  # the "model" predicts y upside down...
+    normal_signs = (1.0, 1.0, 1.0)  # ...while its family's convention says its axes are canonical
 
     def segment_batch(self, photos, hws):
         out = []
@@ -89,12 +90,40 @@ def test_pipeline_known_answers():
             assert got[2] > 0.5
 
 
-def test_pipeline_without_depth_reuses_the_last_calibration():
+def test_normals_without_depth_are_still_calibrated_against_depth():
+    """Normals asked for alone: the depth model runs to calibrate them (its maps are not returned);
+    the answer does not depend on what an earlier request saw."""
     runner = SyntheticRunner()
-    first = run_pipeline(runner, synthetic_photo(), AnalyzeOptions())
-    assert runner.last_normal_signs == (1.0, -1.0, 1.0)
-    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions(tasks=("seg", "normal")),
-                       normal_signs_hint=runner.last_normal_signs)
+    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions(tasks=("seg", "normal")))
     fg = out["mask"] > 0
-    assert np.allclose(out["normal"][fg], first["normal"][fg]) and np.isnan(out["depth"]).all()
-    assert "last calibration" in str(out["notes"][0])
+    assert np.allclose(out["normal"][fg], PLANE_NORMAL, atol=1e-5)
+    assert np.isnan(out["depth"]).all() and "pointmap" not in out
+    assert out["normal_agreement_deg"][0] < 1.0 and "flipped axes y" in str(out["source"][0])
+
+
+def test_normals_that_cannot_be_calibrated_use_the_fixed_convention_and_say_so():
+    runner = SyntheticRunner()
+    runner.normal_signs = (1.0, -1.0, 1.0)  # a convention that happens to be right for this "model"
+    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions(tasks=("seg", "normal")), depth_available=False)
+    fg = out["mask"] > 0
+    assert np.allclose(out["normal"][fg], PLANE_NORMAL, atol=1e-5)
+    assert np.isnan(out["normal_agreement_deg"][0])
+    assert "normals NOT calibrated" in str(out["notes"][0]) and "(x, -y, z)" in str(out["notes"][0])
+
+
+def test_the_convention_is_applied_before_the_per_photo_check():
+    """With the right convention nothing is flipped by the check; the total flip is still reported."""
+    runner = SyntheticRunner()
+    runner.normal_signs = (1.0, -1.0, 1.0)
+    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions())
+    fg = out["mask"] > 0
+    assert np.allclose(out["normal"][fg], PLANE_NORMAL, atol=1e-5)
+    assert "flipped axes none" in str(out["notes"][0]) and "flipped axes y" in str(out["source"][0])
+
+
+def test_sapiens_families_share_one_documented_normal_convention():
+    from inference_server.backends.sapiens2 import Sapiens2Runner
+    from inference_server.backends.sapiens_v1 import Sapiens1Runner
+    from inference_server.processing.normals import SAPIENS_NORMAL_SIGNS
+
+    assert Sapiens2Runner.normal_signs is SAPIENS_NORMAL_SIGNS is Sapiens1Runner.normal_signs
