@@ -25,12 +25,14 @@ PEOPLE = {1: (slice(6, 90), slice(4, 34)), 2: (slice(20, 80), slice(110, 141))}
 SPOTS = {1: {0: (18.3, 30.6), 1: (25.7, 55.2)}, 2: {0: (120.45, 35.15), 1: (131.8, 70.4)}}
 
 
-def synthetic_photo():
-    ys, xs = np.mgrid[0:H, 0:W].astype(np.float64)
-    img = np.zeros((H, W, 3))
+def synthetic_photo(scale: int = 1):
+    """The spots photo at ``scale`` times the maps grid (same continuous spot positions)."""
+    ys, xs = np.mgrid[0:H * scale, 0:W * scale].astype(np.float64)
+    img = np.zeros((H * scale, W * scale, 3))
     for person in SPOTS.values():
         for channel, (x, y) in person.items():
-            img[..., channel] += 250 * np.exp(-((xs - x) ** 2 + (ys - y) ** 2) / (2 * 8.0**2))
+            cx, cy = (x + 0.5) * scale - 0.5, (y + 0.5) * scale - 0.5
+            img[..., channel] += 250 * np.exp(-((xs - cx) ** 2 + (ys - cy) ** 2) / (2 * (8.0 * scale) ** 2))
     return np.clip(np.round(img), 0, 255).astype(np.uint8)
 
 
@@ -61,6 +63,7 @@ class SyntheticRunner:
         return [np.broadcast_to(PLANE_NORMAL * np.asarray(self.flip), (*hw, 3)).astype(np.float32) for hw in hws]
 
     def pose(self, crops):
+        self.crops = getattr(self, "crops", []) + [crops]
         # heatmap = red/green channel sampled at the UDP heatmap grid (align_corners=True), 1/4 size
         small = torch.nn.functional.interpolate(crops, size=(16, 12), mode="bilinear", align_corners=True)
         hm = torch.zeros((crops.shape[0], 308, 16, 12))
@@ -127,3 +130,24 @@ def test_sapiens_families_share_one_documented_normal_convention():
     from inference_server.processing.normals import SAPIENS_NORMAL_SIGNS
 
     assert Sapiens2Runner.normal_signs is SAPIENS_NORMAL_SIGNS is Sapiens1Runner.normal_signs
+
+
+def test_pose_crops_come_from_the_original_photo_not_the_maps_grid():
+    """A photo 3x the maps grid: the pose crops hold its fine detail (a 1-px checkerboard in the blue
+    channel that the grid's antialiased downscale averages away), and the keypoints still land on
+    the maps grid."""
+    runner = SyntheticRunner()
+    image = synthetic_photo(scale=3)
+    checker = (np.indices(image.shape[:2]).sum(0) % 2 * 200).astype(np.uint8)
+    image[..., 2] = checker
+    out = run_pipeline(runner, image, AnalyzeOptions(max_side=W))
+    assert out["image"].shape[:2] == (H, W)
+    assert out["image"][..., 2].std() < 10  # the grid lost the checkerboard...
+    crops = torch.cat(runner.crops)
+    inside = crops[:, 2, 8:-8, 8:-8]
+    assert float((inside[..., 1:] - inside[..., :-1]).abs().mean()) > 50  # ...the crops kept it
+    kp = out["keypoints"]
+    for person, spots in SPOTS.items():
+        for channel, (x, y) in spots.items():
+            got = kp[person - 1, channel]
+            assert np.hypot(got[0] - (x + 0.5), got[1] - (y + 0.5)) < 0.25, (person, channel, got)
