@@ -56,6 +56,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="where the Sapiens models run (same as SAPIENS_DEVICE; default auto)")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16", "int8"],
                    help="Sapiens model precision (same as SAPIENS_PRECISION; default auto)")
+    p.add_argument("--detector", help="person detector repo for the Sapiens models, or 'none' for connected "
+                   "components (same as SAPIENS_DETECTOR; default PekingU/rtdetr_r18vd)")
     p.add_argument("--no-autoload", action="store_true",
                    help="answer 409 for unloaded models instead of loading them on first infer")
     p.add_argument("--enable-echo", action="store_true", help="serve the 'echo' diagnostic model")
@@ -81,7 +83,7 @@ def _model_settings(args):
             raise ValueError(f"--weights-dir {folder} is not a folder")
         folder = folder.resolve()
     return SapiensSettings.from_env(device=args.device or None, precision=args.precision or None,
-                                    weights_dir=folder)
+                                    weights_dir=folder, detector=args.detector or None)
 
 
 def _setup_logging(args) -> Path:

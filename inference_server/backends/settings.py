@@ -44,6 +44,13 @@ class SapiensSettings:
     auto_model: str = ""
     auto_size: str = "0.4b"
 
+    def __post_init__(self):
+        # "none"/"off" mean no detector, however the settings were made; folders are Paths
+        if isinstance(self.detector, str) and self.detector.strip().lower() in NO_DETECTOR:
+            object.__setattr__(self, "detector", None)
+        if self.weights_dir is not None and not isinstance(self.weights_dir, Path):
+            object.__setattr__(self, "weights_dir", Path(self.weights_dir).expanduser())
+
     @classmethod
     def from_env(cls, environ=None, **overrides) -> "SapiensSettings":
         """Settings from the variables above; keyword ``overrides`` that are not None win."""
@@ -64,7 +71,7 @@ class SapiensSettings:
             compile=text("SAPIENS_COMPILE", "0") == "1",
             weights_dir=Path(folder).expanduser() if folder else None,
             input_scale=scale,
-            detector=None if detector.lower() in NO_DETECTOR else detector,
+            detector=detector,
             auto_model=text("SAPIENS_AUTO_MODEL", ""),
             auto_size=text("SAPIENS_AUTO_SIZE", "0.4b"),
         )
@@ -73,8 +80,4 @@ class SapiensSettings:
     def replace(self, **overrides) -> "SapiensSettings":
         """A copy with the given fields changed (None values are ignored)."""
         changes = {k: v for k, v in overrides.items() if v is not None}
-        if "weights_dir" in changes:
-            changes["weights_dir"] = Path(changes["weights_dir"]).expanduser()
-        if isinstance(changes.get("detector"), str) and changes["detector"].strip().lower() in NO_DETECTOR:
-            changes["detector"] = None
         return dataclasses.replace(self, **changes) if changes else self
