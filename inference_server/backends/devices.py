@@ -157,6 +157,27 @@ def prepare_model(model, placement: Placement):
     return model
 
 
+def _to_float32(module, args, kwargs):
+    import torch
+
+    cast = lambda v: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v  # noqa: E731
+    return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
+
+
+def keep_heads_fp32(model, backbone: str = "model"):
+    """Every child of ``model`` except its ``backbone`` back to float32, fed float32 features.
+
+    Regression heads must not run in bf16: its 8-bit mantissa makes a metric pointmap move in
+    steps of 2^-8 of its value (0.8-1.6 cm at 1.5-4 m: visible terraces) and quantises normals.
+    The backbone (nearly all the compute) stays in half precision."""
+    for name, child in model.named_children():
+        if name == backbone:
+            continue
+        child.float()
+        child.register_forward_pre_hook(_to_float32, with_kwargs=True)
+    return model
+
+
 def free_memory(device: str | None = None) -> None:
     """Give cached accelerator memory back after an unload."""
     gc.collect()

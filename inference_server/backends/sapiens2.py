@@ -37,6 +37,10 @@ TASKS = {
     "pose": ("pose", "Sapiens2ForPoseEstimation"),
 }
 
+# Regression heads (and the pointmap's scale branch) run in float32 under a bf16/fp16 backbone:
+# half-precision outputs terrace (devices.keep_heads_fp32).
+FLOAT32_HEADS = ("depth", "normal")
+
 
 def repo_id(task: str, size: str) -> str:
     return f"facebook/sapiens2-{TASKS[task][0]}-{size}"
@@ -179,6 +183,8 @@ class Sapiens2Backend(SapiensTaskBackend):
             if devices.is_out_of_memory(exc):
                 raise self._oom(task, exc) from exc
             raise
+        if task in FLOAT32_HEADS and self.placement.precision in ("bf16", "fp16"):
+            model = devices.keep_heads_fp32(model)
         if self.placement.compile:
             model.model = _compiled(model.model)
         self._native_hw[task] = native_input_hw(folder, model.config)
