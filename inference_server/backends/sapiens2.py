@@ -2,7 +2,8 @@
 """Sapiens2 backends (``sapiens2-0.4b`` ... ``sapiens2-5b``) on the native transformers classes.
 
 Weights: the hub repos ``facebook/sapiens2-{seg,pointmap,normal,pose}-{size}`` (config.json plus
-the safetensors the config names), or a local folder (weights.py). Preprocessing is ours
+the safetensors the config names; a repo with only the original ``sapiens2_{size}_{task}.safetensors``
+gets its config rebuilt from that file, sapiens2_original.py), or a local folder (weights.py). Preprocessing is ours
 (resize_pad.py) because transformers' Sapiens2ImageProcessor needs torchvision:
 seg = plain resize; normal and pointmap = aspect-preserving resize + centred padding; pose =
 top-down crops at the model's 3:4 aspect. Everything is then converted by sapiens_pipeline.py.
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from ..processing.goliath import PART_NAMES_SAPIENS2
 from ..processing.normals import SAPIENS_NORMAL_SIGNS
 from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
-from . import devices, weights
+from . import devices, sapiens2_original, weights
 from .base import BackendError, register
 from .sapiens_common import SapiensTaskBackend
 from .settings import SapiensSettings
@@ -161,10 +163,10 @@ class Sapiens2Backend(SapiensTaskBackend):
         import transformers
 
         repo = repo_id(task, self.size)
-        folder = weights.fetch_transformers_repo(repo, progress, cancel, self.weights_dir)
+        folder, config = self._fetch(task, progress, cancel)
         cls = getattr(transformers, TASKS[task][1])
         try:
-            model = cls.from_pretrained(str(folder), attn_implementation="sdpa")
+            model = cls.from_pretrained(str(folder), config=config, attn_implementation="sdpa")
         except RuntimeError as exc:
             if devices.is_out_of_memory(exc):
                 raise self._oom(task, exc) from exc
@@ -189,6 +191,28 @@ class Sapiens2Backend(SapiensTaskBackend):
             model.model = _compiled(model.model)
         self._native_hw[task] = native_input_hw(folder, model.config)
         return model
+
+    def _fetch(self, task, progress, cancel):
+        """(folder, None) for a transformers-format repo; (folder of the file, config rebuilt from
+        it) for a repo holding only the original ``sapiens2_*`` file (sapiens2_original.py)."""
+        repo = repo_id(task, self.size)
+        try:
+            return weights.fetch_transformers_repo(repo, progress, cancel, self.weights_dir), None
+        except BackendError as no_config:
+            if no_config.status not in (404, 503):  # 404: no config.json; 503: none cached offline
+                raise
+            name = sapiens2_original.original_filename(TASKS[task][0], self.size)
+            try:
+                path = weights.fetch_file(repo, name, progress, cancel, self.weights_dir)
+            except BackendError:
+                raise no_config from None
+        log.info("%s: no config.json; building the config from the original file %s", repo, name)
+        try:  # the input size, where the repo has a preprocessor config; else the released 1024x768
+            pre = weights.fetch_file(repo, "preprocessor_config.json", progress, cancel, self.weights_dir)
+            hw = native_input_hw(pre.parent, SimpleNamespace(image_size=list(DEFAULT_INPUT_HW)))
+        except BackendError:
+            hw = DEFAULT_INPUT_HW
+        return path.parent, sapiens2_original.config_for(path, TASKS[task][1], self.size, hw)
 
     def _oom(self, task, exc):
         self.unload()
