@@ -60,8 +60,9 @@ def test_missing_v1_size_offline_is_a_clear_error(tiny_hub, offline_hub):
 
 
 def test_v1_file_names_are_the_hub_mains():
-    """The files on the repos' main branches (hub file listings checked for this release: pose
-    0.6b moved from AP_600 to AP_609, 1b from AP_640 to AP_639; older snapshots hold the old names)."""
+    """The files on the repos' main branches: pose, seg and normal checked against the hub's file
+    listings (pose 0.6b moved from AP_600 to AP_609 and 1b from AP_640 to AP_639 on main; older
+    snapshots hold the old names); depth from the upstream READMEs (shared reference sapiens.md 1.2)."""
     from inference_server.backends.sapiens_v1 import checkpoint
 
     assert checkpoint("pose", "0.6b") == ("facebook/sapiens-pose-0.6b-torchscript",
