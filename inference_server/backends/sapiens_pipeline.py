@@ -154,10 +154,9 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
     for p in photos:
         p.result = _unknown_tasks(p.options)
         p.tasks = tuple(t for t in p.options.tasks if t in TASKS)
-        p.steps = 1 + sum(t in p.tasks for t in ("depth", "normal", "pose"))
-        p.steps += int("normal" in p.tasks and "depth" not in p.tasks and depth_available)
         # normals are calibrated against depth: it runs for them even when not asked for
         p.depth_for_normals = "normal" in p.tasks and "depth" not in p.tasks and depth_available
+        p.steps = 1 + sum(t in p.tasks for t in ("depth", "normal", "pose")) + int(p.depth_for_normals)
 
     live = _still_running(photos)
     t0 = time.perf_counter()

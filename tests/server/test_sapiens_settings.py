@@ -48,3 +48,17 @@ def test_only_the_settings_module_reads_sapiens_variables():
     assert not {name: r for name, r in reads.items() if r}
     sample = "import os\nos.environ.get('SAPIENS_DEVICE')\nos.getenv('SAPIENS_X')\nos.environ['SAPIENS_Y']"
     assert _environment_reads(ast.parse(sample)) == ["SAPIENS_DEVICE", "SAPIENS_X", "SAPIENS_Y"]
+
+
+def test_server_flags_override_the_environment(tmp_path, monkeypatch):
+    from inference_server.__main__ import _model_settings, parse_args
+
+    monkeypatch.setenv("SAPIENS_DEVICE", "cuda")
+    monkeypatch.setenv("SAPIENS_DETECTOR", "someone/detector")
+    s = _model_settings(parse_args(["--device", "cpu", "--detector", "none", "--weights-dir", str(tmp_path)]))
+    assert (s.device, s.detector, s.weights_dir) == ("cpu", None, tmp_path.resolve())
+    s = _model_settings(parse_args([]))
+    assert (s.device, s.detector) == ("cuda", "someone/detector")
+    import os
+
+    assert os.environ["SAPIENS_DEVICE"] == "cuda"  # read, never rewritten
