@@ -296,16 +296,19 @@ def _after_normals(runner, p: _Photo, predicted: np.ndarray) -> None:
     the notes say so."""
     convention = np.asarray(runner.normal_signs, np.float32)
     signs = convention
+    why = "no depth model to check them against"
     if p.points is not None:
         reference = normals.normals_from_points(p.points, p.inner)
         cal = normals.calibrate_normal_signs(predicted * convention, reference, p.inner)
         log.info("%s: %s", runner.source, cal.describe())
         p.notes.append(cal.describe())
         if cal.pixels >= normals.MIN_CALIBRATION_PIXELS:
-            signs, p.agreement = convention * np.asarray(cal.signs, np.float32), cal.agreement_deg
-    else:
-        p.notes.append("normals NOT calibrated (no depth model to check them against): the model's axes "
-                       f"taken with the fixed convention {normals.describe_signs(convention)}")
+            signs, p.agreement, why = convention * np.asarray(cal.signs, np.float32), cal.agreement_deg, None
+        else:
+            why = f"the depth gave {cal.pixels} comparable pixels"
+    if why:
+        p.notes.append(f"normals NOT calibrated ({why}): the model's axes taken with the fixed "
+                       f"convention {normals.describe_signs(convention)}")
     p.signs = tuple(float(v) for v in signs)
     p.normal = np.where(p.fg[..., None], predicted * signs, np.nan).astype(np.float32)
 
