@@ -257,7 +257,8 @@ def main(argv=None) -> int:
         b.models, b.placement = {t: source[t] for t in tasks}, placement
         return b
 
-    auto = devices.choose_placement()
+    wanted = SapiensSettings.from_env()  # SAPIENS_DEVICE / SAPIENS_PRECISION pick the placement
+    auto = devices.choose_placement(wanted.device, wanted.precision)
 
     def tuned_models(placement, compile_mode="none"):
         fast = {k: devices.prepare_model(m, placement) for k, m in _shared_copy(models, backbone).items()}
