@@ -67,7 +67,7 @@ def main(argv=None) -> int:
         scale.predictor.proj.bias.fill_(1.0)
 
     model.model = torch.nn.Identity()  # only the heads are copied below
-    results = {}
+    results, seconds = {}, {}
     for name in ("bf16 heads (before)", "float32 heads (now)"):
         wrapped = copy.deepcopy(model)
         if name.startswith("bf16"):
@@ -75,19 +75,24 @@ def main(argv=None) -> int:
             wrapped.scale_head.to(torch.bfloat16)
         else:
             devices.keep_heads_fp32(wrapped)
+        wrapped = devices.use_fast_conv_layout(wrapped)  # the CPU layout the server uses
         with torch.inference_mode():
             # bf16 features in both cases; keep_heads_fp32's hooks cast them for the float32 heads
+            wrapped.decode_head(feats)  # warm-up
+            t = time.perf_counter()
             points = wrapped.decode_head(feats)
             s = wrapped.scale_head(feats)
+            seconds[name] = time.perf_counter() - t
             z = (points.float() / s.float()[:, :, None, None])[:, 2].numpy()
         results[name] = z
     print(f"\nSapiens2 {args.size} pointmap, input {hw[0]}x{hw[1]}, bf16 backbone, random weights; "
           f"Z {float(np.percentile(results['float32 heads (now)'], 5)):.2f}-"
           f"{float(np.percentile(results['float32 heads (now)'], 95)):.2f} m (5-95 %)")
-    print("| heads | Z step 1.5-2 m | Z step 2-4 m | distinct Z values |")
-    print("|---|---|---|---|")
+    print("| heads | Z step 1.5-2 m | Z step 2-4 m | distinct Z values | head forward s |")
+    print("|---|---|---|---|---|")
     for name, z in results.items():
-        print(f"| {name} | {z_step_mm(z, 1.5, 2.0):.3f} mm | {z_step_mm(z, 2.0, 4.0):.3f} mm | {len(np.unique(z))} |")
+        print(f"| {name} | {z_step_mm(z, 1.5, 2.0):.3f} mm | {z_step_mm(z, 2.0, 4.0):.3f} mm | "
+              f"{len(np.unique(z))} | {seconds[name]:.2f} |")
     return 0
 
 
