@@ -67,6 +67,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="where the Sapiens models run (same as SAPIENS_DEVICE; default auto)")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16", "int8"],
                    help="Sapiens model precision (same as SAPIENS_PRECISION; default auto)")
+    p.add_argument("--detector", help="person detector repo for the Sapiens models, or 'none' for connected "
+                   "components (same as SAPIENS_DETECTOR; default PekingU/rtdetr_r18vd)")
     p.add_argument("--no-autoload", action="store_true",
                    help="answer 409 for unloaded models instead of loading them on first infer")
     p.add_argument("--enable-echo", action="store_true", help="serve the 'echo' diagnostic model")
@@ -81,18 +83,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _apply_model_options(args) -> None:
-    """Model options become the environment the backends read when they load (lazily, later):
-    one source of truth whether they were given as flags or inherited as variables."""
+def _model_settings(args):
+    """The backends' settings: the flags over the environment (SAPIENS_*), read once here and
+    passed to every backend (backends/settings.py)."""
+    from .backends.settings import SapiensSettings
+
+    folder = None
     if args.weights_dir:
         folder = Path(args.weights_dir).expanduser()
         if not folder.is_dir():
             raise ValueError(f"--weights-dir {folder} is not a folder")
-        os.environ["SAPIENS_WEIGHTS_DIR"] = str(folder.resolve())
-    if args.device:
-        os.environ["SAPIENS_DEVICE"] = args.device
-    if args.precision:
-        os.environ["SAPIENS_PRECISION"] = args.precision
+        folder = folder.resolve()
+    return SapiensSettings.from_env(device=args.device or None, precision=args.precision or None,
+                                    weights_dir=folder, detector=args.detector or None)
 
 
 def _setup_logging(args) -> Path:
@@ -201,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("sapiens_blender inference server %s, log file %s", __version__, log_path)
     try:
         token = _read_token(args)
-        _apply_model_options(args)
+        model_settings = _model_settings(args)
         if args.max_batch < 1 or not 0 <= args.batch_window_ms <= 1000:
             raise ValueError("--max-batch must be >= 1 and --batch-window-ms in 0..1000")
         if min(args.max_header_bytes, args.max_connections) < 1 or \
@@ -222,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     from .backends import catalog
 
     try:
-        found = catalog.register_builtin()
+        found = catalog.register_builtin(model_settings)
         catalog.import_extra(args.backend_module)
     except Exception as exc:
         log.exception("cannot start: a backend module failed to import: %s", exc)

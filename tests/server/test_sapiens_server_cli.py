@@ -111,8 +111,11 @@ def test_normal_self_check_arrives_as_outputs(sapiens_server):
     two = infer_maps(sapiens_server, "sapiens2-0.4b", data, tasks="seg,depth,normal")
     assert np.isnan(two.extras["normal_agreement_deg"]).all()
     assert "self-calibration skipped" in str(two.extras["notes"][0])
+    assert "normals NOT calibrated" in str(two.extras["notes"][0])
+    # Without depth asked for, the depth model still runs for the check (its maps stay empty).
     without_depth = infer_maps(sapiens_server, "sapiens2-0.4b", data, tasks="seg,normal")
-    assert "self-calibration needs depth" in str(without_depth.extras["notes"][0])
+    assert "self-calibration skipped" in str(without_depth.extras["notes"][0])
+    assert np.isnan(without_depth.depth).all() and without_depth.pointmap is None
 
 
 def test_missing_weights_reach_the_client_as_a_clear_error(sapiens_server):
