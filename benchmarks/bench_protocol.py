@@ -24,7 +24,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "server"))  # the client-side message helpers
 
+import v2_messages  # noqa: E402
 from inference_server import protocol  # noqa: E402
 
 
@@ -62,7 +64,7 @@ def round_trip(port: int, token: str, arr: np.ndarray, binary: bool) -> float:
         got += n
     assert resp.status == 200, bytes(data[:300])
     length = resp.getheader("Inference-Header-Content-Length")
-    _, out = protocol.parse_infer_response(data, int(length) if length else None)
+    _, out = v2_messages.parse_infer_response(data, int(length) if length else None)
     elapsed = time.perf_counter() - t0
     conn.close()
     assert out["map"].array.tobytes() == arr.tobytes()

@@ -7,18 +7,30 @@ models share one backbone instance (same compute as four, a quarter of the memor
 
 Modes, each timed on the same decoded photo through the real pipeline (sapiens_pipeline.py):
 - baseline: fp32, eager attention, batch 1, tasks one after another (how the demos run);
-- ours: automatic placement (bf16 on CUDA or on CPUs with AMX/AVX512-BF16, else fp32) + SDPA,
-  and on the CPU channels-last convolutions (devices.prepare_model);
-- optional: int8 (dynamic int8 Linear layers, CPU), preview (input_scale 0.5).
+- ours: automatic placement (bf16 on CUDA or on CPUs with AMX/AVX512-BF16, else fp32, regression
+  heads in float32) + SDPA, on the CPU channels-last convolutions (devices.prepare_model);
+- noflip: ours without the pose flip test (on by default: its cost is ours - noflip);
+- optional: int8 (dynamic int8 Linear layers, CPU), preview (input_scale 0.5);
+- stream: what a GPU needs to be fed: ``--stream`` photos analysed ``--stream-batch`` at a time
+  (one forward per task for the batch), the next batch's JPEGs decoded on a worker thread while
+  the current one runs, host-to-device copies from pinned memory, the backbone optionally
+  ``torch.compile``d (``--compile reduce-overhead`` = CUDA graphs); images/s over the stream.
 Per-stage seconds (decode, preprocess, forward per task, postprocess; means), images/s and the
 ratio (medians of wall and CPU time per image; modes interleaved image by image so that other
-load on the machine hits them alike).
-On CUDA it also prints the fraction of the bf16 dense peak achieved by the backbone forwards.
+load on the machine hits them alike). On CUDA it also prints the backbone TFLOP/s end to end and
+its fraction of the GPU's bf16 dense peak.
 
-    .venv/bin/python benchmarks/bench_sapiens.py --size 0.4b --input 512x384 --images 1
+GPU run (issue #11 item 8; 0.4B, then 1B, then one 1B task):
 
-``--input`` sets the model input (default 1024x768, the released size); on a small CPU use
-512x384 (4x fewer tokens) to keep the run short, and say so when quoting the numbers.
+    .venv/bin/python benchmarks/bench_sapiens.py --size 0.4b --modes baseline,ours,stream \\
+        --stream 64 --stream-batch 16 --compile reduce-overhead --images 3
+    .venv/bin/python benchmarks/bench_sapiens.py --size 1b --modes baseline,ours,stream \\
+        --stream 64 --stream-batch 16 --compile reduce-overhead --images 3
+    .venv/bin/python benchmarks/bench_sapiens.py --size 1b --tasks seg --modes baseline,stream \\
+        --stream 128 --stream-batch 32 --compile reduce-overhead
+
+CPU: ``--input 512x384`` (4x fewer tokens) keeps a run short; say so when quoting the numbers.
+``--tiny`` runs every mode in seconds (tests/server/test_bench_sapiens.py).
 
 ``--batch N`` instead compares, with the "ours" placement, N photos analysed one at a time with
 N photos in ONE ``analyze_batch`` call (one forward per task with batch N, as the server's
@@ -42,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ARCH = {  # hidden, layers, heads (sapiens.md 4.3); MLP 4x hidden (SwiGLU), GQA kv = heads/2 mid-layers
     "0.4b": (1024, 24, 16), "0.8b": (1280, 32, 16), "1b": (1536, 40, 24), "5b": (2432, 56, 32),
+    "tiny": (32, 2, 2),  # --tiny: the same code paths in seconds (a smoke test, not a measurement)
 }
 BF16_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "RTX 4090": 165.0}
 
@@ -57,16 +70,21 @@ def build_models(size: str, input_hw):
                 image_size=list(input_hw), patch_size=16)
     shuffle = dict(use_pixel_shuffle=True, upsample_out_channels=[768, 512, 256, 128],
                    upsample_kernel_sizes=[3, 3, 3, 3], conv_out_channels=[64, 32, 16], conv_kernel_sizes=[3, 3, 3])
+    if size == "tiny":
+        shuffle.update(upsample_out_channels=[16, 8, 8, 8], conv_out_channels=[8, 8, 8])
+    small = size == "tiny"
     heads_cfg = {
         "seg": ("Sapiens2ForSemanticSegmentation", 29,
-                dict(upsample_out_channels=[512, 256, 128, 64], conv_out_channels=[64, 64])),
+                dict(upsample_out_channels=[16, 16, 8, 8] if small else [512, 256, 128, 64],
+                     conv_out_channels=[8, 8] if small else [64, 64])),
         "depth": ("Sapiens2ForPointmapEstimation", 3,
-                  dict(shuffle, scale_conv_out_channels=[256, 128], scale_conv_kernel_sizes=[3, 3],
-                       scale_final_hidden_sizes=[256, 128])),
+                  dict(shuffle, scale_conv_out_channels=[8] if small else [256, 128],
+                       scale_conv_kernel_sizes=[3] if small else [3, 3],
+                       scale_final_hidden_sizes=[16, 8] if small else [256, 128])),
         "normal": ("Sapiens2ForNormalEstimation", 3, shuffle),
         "pose": ("Sapiens2ForPoseEstimation", 308,
-                 dict(upsample_out_channels=[1536, 1024] if big else [1024, 768],
-                      conv_out_channels=[768, 512, 256] if big else [512, 512, 256])),
+                 dict(upsample_out_channels=[16, 16] if small else [1536, 1024] if big else [1024, 768],
+                      conv_out_channels=[16, 8, 8] if small else [768, 512, 256] if big else [512, 512, 256])),
     }
     torch.manual_seed(0)
     models, backbone = {}, None
@@ -140,49 +158,118 @@ def time_one(backend, photo_bytes, options, totals):
     return time.perf_counter() - w0, time.process_time() - c0
 
 
-def main(argv=None) -> int:
-    import torch
-    from PIL import Image
-
-    from inference_server.backends import devices
-    from inference_server.backends.base import AnalyzeOptions
-    from inference_server.backends.sapiens2 import Sapiens2Backend
-
+def _args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", default="0.4b", choices=sorted(ARCH))
-    ap.add_argument("--input", default="1024x768", help="model input HxW (default 1024x768)")
+    ap.add_argument("--tiny", action="store_true",
+                    help="tiny architecture, 64x48 input, small photos: the whole benchmark in seconds (smoke test)")
+    ap.add_argument("--input", default=None, help="model input HxW (default 1024x768)")
     ap.add_argument("--images", type=int, default=1, help="timed images per mode (after one warm-up)")
-    ap.add_argument("--modes", default="baseline,ours,preview", help="comma list of baseline,ours,int8,preview")
+    ap.add_argument("--modes", default="baseline,ours,preview",
+                    help="comma list of baseline, ours, noflip, int8, preview, stream")
+    ap.add_argument("--tasks", default="seg,depth,normal,pose", help="tasks analysed (default all four)")
+    ap.add_argument("--stream", type=int, default=32,
+                    help="stream mode: photos decoded on a worker thread while the previous batch runs")
+    ap.add_argument("--stream-batch", type=int, default=8, help="stream mode: photos per forward batch")
+    ap.add_argument("--compile", default="none",
+                    help="stream mode: torch.compile mode for the backbones (none, default, reduce-overhead = "
+                         "CUDA graphs, max-autotune)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--batch", type=int, default=1, help="N > 1: batched vs one-at-a-time throughput")
     args = ap.parse_args(argv)
+    if args.tiny:
+        args.size = "tiny"
+    args.input = args.input or ("64x48" if args.size == "tiny" else "1024x768")
+    return args
+
+
+def _jpeg(image) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+def stream(backend, photos: list[bytes], options, batch: int) -> tuple[float, int]:
+    """Analyse ``photos`` (JPEG bytes) in batches, the next batch decoded on a worker thread while
+    the current one runs (host-to-device copies from pinned memory overlap too, resize_pad.py).
+    Returns (seconds, photos done)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from inference_server.processing.image_io import decode_image
+
+    chunks = [photos[k:k + batch] for k in range(0, len(photos), batch)]
+    decode = lambda chunk: [decode_image(b) for b in chunk]  # noqa: E731
+    done = 0
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(1) as pool:
+        ahead = pool.submit(decode, chunks[0])
+        for k in range(len(chunks)):
+            images = ahead.result()
+            if k + 1 < len(chunks):
+                ahead = pool.submit(decode, chunks[k + 1])
+            out = backend.analyze_batch(images, [options] * len(images))
+            done += sum(isinstance(o, dict) for o in out)
+    _synchronize()
+    return time.perf_counter() - t0, done
+
+
+def _synchronize():
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def main(argv=None) -> int:
+    import torch
+
+    from inference_server.backends import devices
+    from inference_server.backends.base import AnalyzeOptions
+    from inference_server.backends.sapiens2 import FLOAT32_HEADS, Sapiens2Backend
+    from inference_server.backends.settings import SapiensSettings
+
+    args = _args(argv)
     if args.batch > 1:
         args.modes = "ours"
     input_hw = tuple(int(v) for v in args.input.lower().split("x"))
     modes = args.modes.split(",")
+    tasks = tuple(t for t in args.tasks.split(",") if t)
 
     rng = np.random.default_rng(0)
-    photo = Image.fromarray((rng.random((1024, 768, 3)) * 255).astype(np.uint8))
-    buf = io.BytesIO()
-    photo.save(buf, "JPEG", quality=90)
-    photo_bytes = buf.getvalue()
-    image = np.asarray(photo)
-    options = AnalyzeOptions(max_side=1024)
+    photo_hw = (96, 72) if args.size == "tiny" else (1024, 768)
+    image = (rng.random((*photo_hw, 3)) * 255).astype(np.uint8)
+    photo_bytes = _jpeg(image)
+    options = AnalyzeOptions(max_side=max(photo_hw), tasks=tasks)
 
     t0 = time.perf_counter()
     models, backbone = build_models(args.size, input_hw)
     print(f"built random-weight {args.size} models at {input_hw[0]}x{input_hw[1]} in "
           f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
-
+    no_detector = SapiensSettings(detector=None)  # the benchmark times the Sapiens models
 
     def backend_with(source, placement, attn, input_scale=1.0):
-        b = Sapiens2Backend(args.size, input_scale=input_scale)
+        b = Sapiens2Backend(args.size if args.size != "tiny" else "0.4b", input_scale=input_scale,
+                            settings=no_detector, tasks=tasks)
         for m in source.values():
             m.set_attn_implementation(attn)
-        b.models, b.placement = source, placement
+        b.models, b.placement = {t: source[t] for t in tasks}, placement
         return b
 
-    auto = devices.choose_placement()
+    wanted = SapiensSettings.from_env()  # SAPIENS_DEVICE / SAPIENS_PRECISION pick the placement
+    auto = devices.choose_placement(wanted.device, wanted.precision)
+
+    def tuned_models(placement, compile_mode="none"):
+        fast = {k: devices.prepare_model(m, placement) for k, m in _shared_copy(models, backbone).items()}
+        if placement.precision in ("bf16", "fp16"):
+            fast = {k: devices.keep_heads_fp32(m) if k in FLOAT32_HEADS else m for k, m in fast.items()}
+        if compile_mode != "none":
+            shared = torch.compile(next(iter(fast.values())).model, mode=compile_mode, dynamic=False)
+            for m in fast.values():
+                m.model = shared
+        return fast
+
     backends = {}
     if "int8" in modes:
         from torch.ao.quantization import quantize_dynamic
@@ -193,40 +280,61 @@ def main(argv=None) -> int:
         for m in q.values():
             quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
         backends["int8"] = backend_with(q, devices.Placement("cpu", "int8"), "sdpa")
-    if {"ours", "preview"} & set(modes):
-        fast = {k: devices.prepare_model(m, auto) for k, m in _shared_copy(models, backbone).items()}
-        if "ours" in modes:
-            backends["ours"] = backend_with(fast, auto, "sdpa")
+    if {"ours", "noflip", "preview"} & set(modes):
+        fast = tuned_models(auto)
+        for mode in ("ours", "noflip"):
+            if mode in modes:
+                backends[mode] = backend_with(fast, auto, "sdpa")
         if "preview" in modes:
             backends["preview"] = backend_with(fast, auto, "sdpa", input_scale=0.5)
     if "baseline" in modes:
         base_models = {k: m.eval().to(auto.device) for k, m in models.items()}  # as published: no tuning
         backends = {"baseline": backend_with(base_models, devices.Placement(auto.device, "fp32"), "eager"),
                     **backends}
+    streaming = None
+    if "stream" in modes:
+        streaming = backend_with(tuned_models(auto, args.compile), auto, "sdpa")
     if args.batch > 1:
         return batch_compare(backends["ours"], image, options, args, input_hw)
+    mode_options = {n: (AnalyzeOptions(max_side=options.max_side, tasks=tasks, flip_test=False) if n == "noflip"
+                        else options) for n in backends}
     for name, b in backends.items():  # warm-up: allocations, first-call costs
         print(f"warming up {name} ...", file=sys.stderr)
-        b.analyze(image, options)
+        b.analyze(image, mode_options[name])
     totals = {name: {} for name in backends}
     clock = {name: ([], []) for name in backends}
     for i in range(args.images):  # interleaved: machine load affects every mode alike
         for name, b in backends.items():
             print(f"image {i + 1}: {name} ...", file=sys.stderr)
-            wall, cpu = time_one(b, photo_bytes, options, totals[name])
+            wall, cpu = time_one(b, photo_bytes, mode_options[name], totals[name])
             clock[name][0].append(wall)
             clock[name][1].append(cpu)
     # medians: robust to other processes on a shared machine
     results = [{"mode": n, "seconds_per_image": float(np.median(clock[n][0])), "cpu_seconds_per_image":
                 float(np.median(clock[n][1])), "images_per_s": 1.0 / float(np.median(clock[n][0])),
                 "stages": {k: v / args.images for k, v in totals[n].items()},
-                "placement": backends[n].placement.describe() + (" preview 0.5" if n == "preview" else "")}
+                "placement": backends[n].placement.describe() + {"preview": " preview 0.5",
+                                                                 "noflip": " no flip test"}.get(n, "")}
                for n in backends]
+    if streaming is not None:
+        n = max(args.stream, args.stream_batch)
+        rng = np.random.default_rng(1)  # different photos: noise changes only the pixels
+        photos = [_jpeg(np.clip(image.astype(np.int16) + rng.integers(-8, 9, image.shape), 0, 255).astype(np.uint8))
+                  for _ in range(n)]
+        print(f"warming up stream (batch {args.stream_batch}, compile {args.compile}) ...", file=sys.stderr)
+        stream(streaming, photos[:args.stream_batch], options, args.stream_batch)
+        seconds, done = stream(streaming, photos, options, args.stream_batch)
+        assert done == n, f"only {done} of {n} photos analysed"
+        results.append({"mode": "stream", "seconds_per_image": seconds / n, "cpu_seconds_per_image": float("nan"),
+                        "images_per_s": n / seconds, "stages": dict(streaming.last_times.seconds),
+                        "placement": f"{streaming.placement.describe()} batch {args.stream_batch}, "
+                                     f"decode overlapped, compile {args.compile}"})
 
     base = next((r for r in results if r["mode"] == "baseline"), None)
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "cpu"
-    print(f"\nSapiens2 {args.size}, model input {input_hw[0]}x{input_hw[1]}, photo 1024x768, {args.images} "
-          f"image(s)/mode, device: {device}, torch {torch.__version__}, threads {torch.get_num_threads()}")
+    print(f"\nSapiens2 {args.size}, model input {input_hw[0]}x{input_hw[1]}, photo {photo_hw[0]}x{photo_hw[1]}, "
+          f"tasks {','.join(tasks)}, {args.images} image(s)/mode, device: {device}, torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}")
     stages = ["decode", "preprocess", "forward_seg", "forward_depth", "forward_normal", "forward_pose", "postprocess"]
     print("| mode | placement | " + " | ".join(stages) + " | s/image | CPU s/image | images/s | vs baseline (wall / CPU) |")
     print("|---" * (len(stages) + 6) + "|")
@@ -234,21 +342,21 @@ def main(argv=None) -> int:
         ratio = (f"{base['seconds_per_image'] / r['seconds_per_image']:.2f}x / "
                  f"{base['cpu_seconds_per_image'] / r['cpu_seconds_per_image']:.2f}x") if base else "-"
         cells = " | ".join(f"{r['stages'].get(s, 0.0):.2f}" for s in stages)
-        print(f"| {r['mode']} | {r['placement']} | {cells} | {r['seconds_per_image']:.2f} | "
+        print(f"| {r['mode']} | {r['placement']} | {cells} | {r['seconds_per_image']:.3f} | "
               f"{r['cpu_seconds_per_image']:.2f} | {r['images_per_s']:.3f} | {ratio} |")
     if torch.cuda.is_available():
-        flops = backbone_flops(args.size, input_hw) * 4
+        flops = backbone_flops(args.size, input_hw) * len(tasks)
         peak = next((v for k, v in BF16_PEAK_TFLOPS.items() if k in device), None)
         for r in results:
-            fwd = sum(v for k, v in r["stages"].items() if k.startswith("forward"))
-            achieved = flops / fwd / 1e12
+            # backbone FLOPs per image over the whole time per image (the honest end-to-end figure)
+            achieved = flops / r["seconds_per_image"] / 1e12
             frac = f"{achieved / peak * 100:.0f}% of {peak:.0f}" if peak else "peak unknown"
-            print(f"{r['mode']}: backbone {achieved:.0f} TFLOP/s ({frac} bf16 TFLOP/s)")
+            print(f"{r['mode']}: {achieved:.0f} backbone TFLOP/s end to end ({frac} bf16 dense TFLOP/s)")
     else:
         print("No CUDA GPU here: GPU numbers were not measured.")
     if args.json:
         Path(args.json).write_text(json.dumps({"size": args.size, "input": input_hw, "device": device,
-                                               "results": results}, indent=2))
+                                               "tasks": tasks, "results": results}, indent=2))
     return 0
 
 

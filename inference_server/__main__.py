@@ -17,12 +17,13 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from . import __version__
+from .connection_guard import ConnectionLimits, RateLimitFilter, guarded_protocol, \
+    protocol_class, raise_open_file_limit
 
 log = logging.getLogger("inference_server")
 
@@ -40,8 +41,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="extra Host header name accepted with --allow-remote (repeatable)")
     p.add_argument("--max-body-bytes", type=int, default=256 * 1024 * 1024)
     p.add_argument("--max-image-pixels", type=int, default=8192 * 8192)
-    p.add_argument("--max-json-bytes", type=int, default=64 * 1024 * 1024,
-                   help="largest JSON part of a request (big tensors must travel binary)")
+    p.add_argument("--max-json-bytes", type=int, default=8 * 1024 * 1024,
+                   help="largest JSON part of a request (parsed JSON costs ~40x its size in "
+                        "memory; big tensors must travel binary; default 8 MiB)")
+    p.add_argument("--max-header-bytes", type=int, default=64 * 1024,
+                   help="largest request line + headers of one request (default 64 KiB; 431 past it)")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a client has to send a request's headers (default 10; 408 after)")
+    p.add_argument("--body-timeout", type=float, default=30.0,
+                   help="seconds a request body may stall before the connection is closed (default 30)")
+    p.add_argument("--max-connections", type=int, default=256,
+                   help="open connections at most; at the cap the oldest idle one is closed "
+                        "(default 256)")
     p.add_argument("--max-concurrency", type=int, default=1, help="inferences running at once")
     p.add_argument("--max-queue", type=int, default=8, help="inferences waiting; more get 503")
     p.add_argument("--max-batch", type=int, default=4,
@@ -56,59 +67,58 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="where the Sapiens models run (same as SAPIENS_DEVICE; default auto)")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16", "int8"],
                    help="Sapiens model precision (same as SAPIENS_PRECISION; default auto)")
+    p.add_argument("--detector", help="person detector repo for the Sapiens models, or 'none' for connected "
+                   "components (same as SAPIENS_DETECTOR; default PekingU/rtdetr_r18vd)")
     p.add_argument("--no-autoload", action="store_true",
                    help="answer 409 for unloaded models instead of loading them on first infer")
     p.add_argument("--enable-echo", action="store_true", help="serve the 'echo' diagnostic model")
     p.add_argument("--backend-module", action="append", default=[],
                    help="import this module to register extra backends (repeatable)")
     p.add_argument("--parent-pid", type=int, help="exit when this process dies")
-    p.add_argument("--log-file", help="log file (default <tempdir>/sapiens_blender/server-<pid>.log)")
+    p.add_argument("--log-file", help="log file (default: server-<pid>.log in the per-user log "
+                                      "folder, see sapiens_blender.core.user_dirs)")
     p.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"],
                    help="HTTP/1.1 parser (auto: httptools when installed, it is faster)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p.parse_args(argv)
 
 
-def _apply_model_options(args) -> None:
-    """Model options become the environment the backends read when they load (lazily, later):
-    one source of truth whether they were given as flags or inherited as variables."""
+def _model_settings(args):
+    """The backends' settings: the flags over the environment (SAPIENS_*), read once here and
+    passed to every backend (backends/settings.py)."""
+    from .backends.settings import SapiensSettings
+
+    folder = None
     if args.weights_dir:
         folder = Path(args.weights_dir).expanduser()
         if not folder.is_dir():
             raise ValueError(f"--weights-dir {folder} is not a folder")
-        os.environ["SAPIENS_WEIGHTS_DIR"] = str(folder.resolve())
-    if args.device:
-        os.environ["SAPIENS_DEVICE"] = args.device
-    if args.precision:
-        os.environ["SAPIENS_PRECISION"] = args.precision
+        folder = folder.resolve()
+    return SapiensSettings.from_env(device=args.device or None, precision=args.precision or None,
+                                    weights_dir=folder, detector=args.detector or None)
 
 
 def _setup_logging(args) -> Path:
+    from .log_files import open_log_file, private_log_dir, prune_old_logs
+
     if args.log_file:
         path = Path(args.log_file)
+        stream = open_log_file(path, exclusive=False)
     else:
-        folder = Path(tempfile.gettempdir()) / "sapiens_blender"
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder = private_log_dir()
+        prune_old_logs(folder, max_age_s=3 * 24 * 3600)
         path = folder / f"server-{os.getpid()}.log"
-        _prune_old_logs(folder, max_age_s=3 * 24 * 3600)
-    path.parent.mkdir(parents=True, exist_ok=True)
+        stream = open_log_file(path, exclusive=True)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handlers = [logging.StreamHandler(sys.stderr), logging.FileHandler(path, encoding="utf-8")]
+    handlers = [logging.StreamHandler(sys.stderr), logging.StreamHandler(stream)]
     root = logging.getLogger()
     root.setLevel(args.log_level.upper())
+    quiet = RateLimitFilter(interval_s=10.0)  # a flood must not become gigabytes of log
     for h in handlers:
         h.setFormatter(fmt)
+        h.addFilter(quiet)
         root.addHandler(h)
     return path
-
-
-def _prune_old_logs(folder: Path, max_age_s: float) -> None:
-    """One log per server run keeps concurrent servers apart; old ones must not pile up."""
-    cutoff = time.time() - max_age_s
-    for old in folder.glob("server-*.log"):
-        with contextlib.suppress(OSError):
-            if old.stat().st_mtime < cutoff:
-                old.unlink()
 
 
 def _is_loopback(host: str) -> bool:
@@ -186,13 +196,21 @@ def main(argv: list[str] | None = None) -> int:
     ready_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    log_path = _setup_logging(args)
+    try:
+        log_path = _setup_logging(args)
+    except OSError as exc:
+        print(f"cannot start: cannot open the log file: {exc}", file=sys.stderr)
+        return 2
     log.info("sapiens_blender inference server %s, log file %s", __version__, log_path)
     try:
         token = _read_token(args)
-        _apply_model_options(args)
+        model_settings = _model_settings(args)
         if args.max_batch < 1 or not 0 <= args.batch_window_ms <= 1000:
             raise ValueError("--max-batch must be >= 1 and --batch-window-ms in 0..1000")
+        if min(args.max_header_bytes, args.max_connections) < 1 or \
+                min(args.header_timeout, args.body_timeout) <= 0:
+            raise ValueError("--max-header-bytes, --max-connections, --header-timeout and "
+                             "--body-timeout must be positive")
         if not _is_loopback(args.host) and not args.allow_remote:
             raise ValueError(f"--host {args.host} is not a loopback address; serving the network "
                              f"needs --allow-remote (and the token)")
@@ -207,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     from .backends import catalog
 
     try:
-        found = catalog.register_builtin()
+        found = catalog.register_builtin(model_settings)
         catalog.import_extra(args.backend_module)
     except Exception as exc:
         log.exception("cannot start: a backend module failed to import: %s", exc)
@@ -221,11 +239,21 @@ def main(argv: list[str] | None = None) -> int:
         max_queue=args.max_queue, max_batch=args.max_batch,
         batch_window_ms=args.batch_window_ms, autoload=not args.no_autoload, enable_echo=args.enable_echo,
         any_host=args.allow_remote and not args.allowed_host and not _is_loopback(args.host),
-        extra_hosts=[args.host, *args.allowed_host] if args.allow_remote else [])
+        # The bind address itself is always a valid Host (127.0.0.2 is loopback too).
+        extra_hosts=[args.host, *(args.allowed_host if args.allow_remote else [])])
     asgi, jobs = create_app(config)
-    server = _Server(uvicorn.Config(asgi, http=args.http, log_config=None, lifespan="off",
-                                    access_log=False,
-                                    timeout_graceful_shutdown=10,
+    # Each connection holds a file handle: keep the cap well inside the process's file limit.
+    # (A burst of accepts can still briefly pass it: asyncio then pauses accepting for 1 s
+    # and the rate-limited log says so once; evicted idle connections free the handles.)
+    files = raise_open_file_limit(4096)
+    limits = ConnectionLimits(
+        max_header_bytes=args.max_header_bytes, header_timeout_s=args.header_timeout,
+        body_idle_timeout_s=args.body_timeout, max_body_bytes=args.max_body_bytes,
+        max_connections=max(1, min(args.max_connections, files - 128)))
+    protocol = guarded_protocol(protocol_class(args.http), limits)
+    server = _Server(uvicorn.Config(asgi, http=protocol, ws="none", log_config=None, lifespan="off",
+                                    access_log=False, timeout_graceful_shutdown=10,
+                                    h11_max_incomplete_event_size=args.max_header_bytes,
                                     timeout_keep_alive=60), jobs.shutdown)
     if args.parent_pid:
         _watch_parent(args.parent_pid, server.request_exit)

@@ -21,11 +21,13 @@ from .infer import prepare_echo, prepare_maps, prepare_tensors
 from .jobs import FINISHED, JobIdInUse, JobManager, QueueFull, ShuttingDown
 from .models import ECHO, ModelSlot, NotLoaded, model_metadata
 from .processing.image_io import DEFAULT_MAX_PIXELS, ImageError
-from .protocol import DATATYPES, ProtocolError, parse_infer_request
+from .protocol import DATATYPES, MAX_ID, ProtocolError, parse_infer_request
 from .security import BodyTooLarge, GuardMiddleware, allowed_hosts
 
 log = logging.getLogger("inference_server")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "parameters", "sapiens_jobs"]
+MAX_SMALL_BODY = 64 * 1024  # load/unload bodies hold a few parameters
+BIG_JSON = 1024 * 1024  # JSON parts this large are parsed one at a time
 
 
 @dataclass
@@ -34,8 +36,8 @@ class ServerConfig:
     port: int = 0
     max_body_bytes: int = 256 * 1024 * 1024
     max_image_pixels: int = DEFAULT_MAX_PIXELS
-    # JSON costs ~30x its size in Python objects while parsing; big tensors must travel binary.
-    max_json_bytes: int = 64 * 1024 * 1024
+    # JSON costs ~40x its size in Python objects while parsing; big tensors must travel binary.
+    max_json_bytes: int = 8 * 1024 * 1024
     max_concurrency: int = 1
     max_queue: int = 8
     max_batch: int = 4  # dynamic batching: requests of one model run together (1 = off)
@@ -129,6 +131,12 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
     app = FastAPI(title="sapiens_blender inference server (Open Inference Protocol v2)",
                   version=__version__, docs_url=None, redoc_url=None)
     app.state.jobs = jobs
+    json_parsing = asyncio.Semaphore(1)
+
+    def _json_too_large(size: int) -> JSONResponse:
+        return error(413, f"the JSON part of the request is {size} bytes, more than the "
+                          f"server's limit of {config.max_json_bytes}; send large tensors as "
+                          f"binary data (binary tensor data extension)")
 
     for exc_type in (Exception, StarletteHTTPException, BodyTooLarge, ProtocolError, ImageError):
         app.add_exception_handler(exc_type, lambda request, exc: _error_for(exc))
@@ -181,31 +189,45 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
     @app.post("/v2/models/{name}/versions/{version}/infer", openapi_extra=INFER_BODY)
     async def infer(name: str, request: Request, version: str | None = None):
         slot = slot_for(name, version)
-        try:
-            body = await request.body()
-        except ClientDisconnect:
-            log.info("client went away while uploading a request for %s", name)
-            return Response(status_code=400)
         raw_length = request.headers.get("inference-header-content-length")
         try:
             header_length = None if raw_length is None else int(raw_length)
         except ValueError:
             raise ProtocolError(f"Inference-Header-Content-Length {raw_length!r} is not an integer")
-        json_part = len(body) if header_length is None else header_length
-        if json_part > config.max_json_bytes:
-            return error(413, f"the JSON part of the request is {json_part} bytes, more than the "
-                              f"server's limit of {config.max_json_bytes}; send large tensors as "
-                              f"binary data (binary tensor data extension)")
-        req = await run_in_threadpool(parse_infer_request, body, header_length)
-        del body
-        if slot is None:
-            work = prepare_echo(req)
-        elif slot.tensor_model:
-            work = prepare_tensors(req, slot, autoload=config.autoload)
-        else:
-            work = prepare_maps(req, slot, max_pixels=config.max_image_pixels,
-                                autoload=config.autoload)
-        job = jobs.admit(req.id, "infer", name)
+        declared = request.headers.get("content-length")
+        json_part = header_length if header_length is not None else (
+            int(declared) if declared and declared.isdigit() else None)
+        if json_part is not None and json_part > config.max_json_bytes:
+            return _json_too_large(json_part)
+        # A queue slot before the body is read: bodies in memory are bounded by the queue.
+        jobs.reserve()
+        try:
+            try:
+                body = await request.body()
+            except ClientDisconnect:
+                log.info("client went away while uploading a request for %s", name)
+                jobs.unreserve()
+                return Response(status_code=400)
+            if header_length is None and len(body) > config.max_json_bytes:  # chunked JSON
+                jobs.unreserve()
+                return _json_too_large(len(body))
+            if (header_length or len(body)) > BIG_JSON:
+                async with json_parsing:  # one big JSON parse at a time: ~40x its size in RAM
+                    req = await run_in_threadpool(parse_infer_request, body, header_length)
+            else:
+                req = await run_in_threadpool(parse_infer_request, body, header_length)
+            del body
+            if slot is None:
+                work = prepare_echo(req)
+            elif slot.tensor_model:
+                work = prepare_tensors(req, slot, autoload=config.autoload)
+            else:
+                work = prepare_maps(req, slot, max_pixels=config.max_image_pixels,
+                                    autoload=config.autoload)
+            job = jobs.admit(req.id, "infer", name, reserved=True)
+        except BaseException:
+            jobs.unreserve()
+            raise
         watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
         try:
             payload, json_length = await jobs.run(job, work)
@@ -228,12 +250,17 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
         return out
 
     async def _json_body(request: Request) -> dict:
-        raw = await request.body()
+        raw = bytearray()
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > MAX_SMALL_BODY:
+                raise StarletteHTTPException(413, f"this request's body must be at most "
+                                                  f"{MAX_SMALL_BODY} bytes")
         if not raw.strip():
             return {}
         try:
             parsed = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # bad UTF-8/JSON, 5,000-digit numbers
             raise ProtocolError(f"body is not valid JSON: {exc}") from None
         if not isinstance(parsed, dict):
             raise ProtocolError("the JSON body must be an object")
@@ -244,8 +271,8 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
         slot = slot_for(name, None)
         params = (await _json_body(request)).get("parameters") or {}
         job_id = params.get("job_id") if isinstance(params, dict) else None
-        if job_id is not None and not isinstance(job_id, str):
-            raise ProtocolError("parameters.job_id must be a string")
+        if job_id is not None and (not isinstance(job_id, str) or not 0 < len(job_id) <= MAX_ID):
+            raise ProtocolError(f"parameters.job_id must be a string of 1..{MAX_ID} characters")
         if slot is None:
             return {}
         job = jobs.admit(job_id or f"load:{name}", "load", name)

@@ -176,22 +176,39 @@ class JobManager:
             self._finished.popitem(last=False)
 
     # -- running --------------------------------------------------------------------------------
-    def admit(self, job_id: str | None, kind: str, model: str) -> Job:
-        """Reserve a slot for a new job or raise QueueFull / JobIdInUse / ShuttingDown."""
+    def reserve(self) -> None:
+        """Take a slot before a request's body is read, so that bodies waiting in memory are
+        bounded by the queue; :meth:`admit` with ``reserved=True`` uses it, or :meth:`unreserve`
+        gives it back. Raises QueueFull / ShuttingDown."""
         with self._lock:
-            if self.shutting_down:
-                raise ShuttingDown("the server is shutting down")
+            self._check_capacity()
+            self._admitted += 1
+
+    def unreserve(self) -> None:
+        with self._lock:
+            self._admitted -= 1
+
+    def _check_capacity(self) -> None:
+        if self.shutting_down:
+            raise ShuttingDown("the server is shutting down")
+        if self._admitted >= self.max_concurrency + self.max_queue:
+            waiting = self._admitted - self.max_concurrency + 1
+            retry = max(1, round(self._avg_seconds * waiting / self.max_concurrency))
+            raise QueueFull(
+                f"the server is busy ({self._admitted} requests running or queued, limit "
+                f"{self.max_concurrency} running + {self.max_queue} queued); retry later", retry)
+
+    def admit(self, job_id: str | None, kind: str, model: str, *, reserved: bool = False) -> Job:
+        """A new job in a new slot (or the slot :meth:`reserve` took); raises QueueFull /
+        JobIdInUse / ShuttingDown (a reserved slot stays reserved when it raises)."""
+        with self._lock:
             if job_id is None:
                 job_id = uuid.uuid4().hex
             if job_id in self._active:
                 raise JobIdInUse(f"a job with id {job_id!r} is still running; ids must be unique")
-            if self._admitted >= self.max_concurrency + self.max_queue:
-                waiting = self._admitted - self.max_concurrency + 1
-                retry = max(1, round(self._avg_seconds * waiting / self.max_concurrency))
-                raise QueueFull(
-                    f"the server is busy ({self._admitted} requests running or queued, limit "
-                    f"{self.max_concurrency} running + {self.max_queue} queued); retry later", retry)
-            self._admitted += 1
+            if not reserved:
+                self._check_capacity()
+                self._admitted += 1
             self._finished.pop(job_id, None)
             job = Job(job_id, kind, model)
             self._active[job_id] = job

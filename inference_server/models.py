@@ -212,7 +212,8 @@ def model_metadata(name: str, slot: ModelSlot | None) -> dict:
                for k, (dt, shape) in base.MAP_OUTPUTS.items()]
     meta = {"name": name, "versions": [slot.version if slot else "1"],
             "platform": "sapiens_blender", "inputs": MAP_INPUTS, "outputs": outputs,
-            "parameters": {"tasks": ",".join(KNOWN_TASKS), "max_side": 1024, "flip_test": False}}
+            "parameters": {"tasks": ",".join(KNOWN_TASKS), "max_side": 1024,
+                           "flip_test": base.AnalyzeOptions().flip_test}}
     if slot is not None and slot._backend is not None:
         meta["platform"] = slot._backend.platform
         try:  # via JSON with str() fallback: a torch.device or Path must not turn this into a 500

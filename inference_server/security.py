@@ -15,6 +15,7 @@ from pathlib import Path
 
 PUBLIC_PATHS = frozenset({"/v2/health/live", "/v2/health/ready"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+MAX_HEADERS = 100  # header lines per request (their bytes are bounded in connection_guard.py)
 
 
 class BodyTooLarge(Exception):
@@ -64,6 +65,8 @@ class GuardMiddleware:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        if len(scope["headers"]) > MAX_HEADERS:
+            return await _send_error(send, 431, f"more than {MAX_HEADERS} request headers")
         headers = dict(scope["headers"])  # ASGI header names are lower-case bytes
         host = headers.get(b"host", b"").decode("latin-1").lower()
         if self.hosts is not None and host not in self.hosts:

@@ -37,6 +37,9 @@ NUMPY_DTYPES: dict[str, np.dtype] = {
 }
 DATATYPES = tuple(NUMPY_DTYPES)
 MAX_DIMS = 32
+MAX_DIM = 2**31 - 1  # one dimension
+MAX_ELEMENTS = 2**40  # product of the non-zero dimensions (numpy's limit is near 2**63 bytes)
+MAX_ID = 256  # request and job ids
 _NONFINITE_IN = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf,
                  "-Infinity": -math.inf, "-inf": -math.inf}
 
@@ -119,6 +122,10 @@ def _check_shape(name: str, shape) -> tuple[int, ...]:
         raise ProtocolError(
             f"tensor {name!r}: shape must be a list of at most {MAX_DIMS} non-negative integers, "
             f"got {shape!r}")
+    if any(d > MAX_DIM for d in shape) or math.prod(max(d, 1) for d in shape) > MAX_ELEMENTS:
+        raise ProtocolError(
+            f"tensor {name!r}: shape {shape!r} is too large (each dimension at most {MAX_DIM}, "
+            f"at most {MAX_ELEMENTS} elements)")
     return tuple(shape)
 
 
@@ -241,8 +248,12 @@ def from_json(name: str, datatype: str, shape: tuple[int, ...], data, parameters
             values.append(_NONFINITE_IN[x])
         else:
             raise ProtocolError(f"tensor {name!r}: {datatype} data must be numbers, got {x!r}")
+    try:
+        as_float = np.array(values, dtype=np.float64)
+    except OverflowError:  # an integer beyond any float
+        raise ProtocolError(f"tensor {name!r}: a value is out of range for {datatype}") from None
     with np.errstate(over="ignore"):
-        return np.array(values, dtype=np.float64).astype(dtype).reshape(shape)
+        return as_float.astype(dtype).reshape(shape)
 
 
 def to_json(t: Tensor) -> tuple[list, dict]:

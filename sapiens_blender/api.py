@@ -27,7 +27,8 @@ from .blender.pipeline import build_from_maps as _build
 from .core.maps import Maps
 
 __all__ = ["BuildOptions", "BuildResult", "PersonResult", "PRODUCTS", "build_from_maps", "build_from_photo",
-           "build_products", "export", "fit_body", "new_scene", "save_joints", "DEFAULT_MODEL"]
+           "build_products", "export", "export_all", "fit_body", "new_scene", "animate", "save_joints",
+           "DEFAULT_MODEL"]
 
 # "auto": Sapiens2 where its weights and an accelerator are available, else the offline CPU
 # backend; the server says which it chose and why (in the maps' `source`).
@@ -35,10 +36,13 @@ DEFAULT_MODEL = "auto"
 
 
 def new_scene() -> None:
-    """Replace the current file with an empty scene (no default cube, camera or light)."""
+    """Replace the current file with an empty scene (no default cube, camera or light).
+
+    Reads the home file, not the factory settings: those would also reset the preferences,
+    disabling this add-on, and Blender then removes the wheels its server runs on."""
     import bpy
 
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+    bpy.ops.wm.read_homefile(use_empty=True)
 
 
 def _options(options: BuildOptions | None, name: str | None, overrides: dict) -> BuildOptions:
@@ -118,9 +122,10 @@ def _with_server(work, server: str | None, token: str | None):
 
         with V2Client(server, token) as client:
             return work(client)
-    from .core.server_process import ServerProcess
+    from .core.server_runtime import local_server
 
-    with ServerProcess() as local:
+    # No server environment here: Blender's own Python with the add-on's bundled packages.
+    with local_server() as local:
         return work(local.ensure_running())
 
 
@@ -150,3 +155,82 @@ def export(path: str | os.PathLike, result: BuildResult | None = None) -> Path:
     """Write ``path`` (.blend, .glb, .gltf, .fbx) atomically. With ``result``, glTF/FBX contain
     only that build's camera, meshes and armatures (exactly one camera); .blend is the whole file."""
     return _export.export(path, result.objects if result is not None else None)
+
+
+def export_all(paths, result: BuildResult | None = None) -> list[Path]:
+    """:func:`export` to several paths, all or none (nothing is replaced unless every one succeeds)."""
+    return _export.export_all(paths, result.objects if result is not None else None)
+
+
+def animate(
+    clip: str | os.PathLike,
+    outputs: list | tuple | str | os.PathLike | None = None,
+    *,
+    model: str = DEFAULT_MODEL,
+    maps_dir: bool = False,
+    fps: float | None = None,
+    start: int = 0,
+    end: int | None = None,
+    stride: int = 1,
+    offline: bool = False,
+    save_joints: str | os.PathLike | None = None,
+    server: str | None = None,
+    token: str | None = None,
+    parallel: int = 4,
+    max_side: int | None = None,
+    background: bool = True,
+    mesh: bool = True,
+    name: str | None = None,
+    progress=None,
+    cancel_event=None,
+):
+    """A clip (video file or folder of frames; with ``maps_dir`` a folder of maps .npz, no server)
+    -> per-track relief armatures with baked actions, the clip's camera, scene fps and range;
+    written to each of ``outputs`` (.glb/.gltf/.fbx/.blend) with the animation.
+
+    ``start``/``end`` (exclusive)/``stride`` select input frames (counted from 0); ``fps``
+    overrides the input's rate (a folder has none: 25). ``offline`` smooths with the whole clip
+    instead of 2 frames of look-ahead. ``mesh``: each armature carries the relief mesh of its
+    person's best-measured frame (skinned). ``progress(done, total or None, message)`` is called per
+    frame; setting ``cancel_event`` stops it (RequestCancelled). Returns the
+    ``blender.animation.AnimationResult`` with ``.animation`` (the core data) and ``.written``.
+    """
+    from .blender.animation import build_animation
+    from .core.motion import joints_file
+    from .core.motion.clip import AnimateOptions
+    from .core.motion.smoothing import SmoothingOptions
+    from .core.motion.sources import FrameRange, open_source
+    from .core.motion.stream import run_clip, server_analyzer
+
+    if isinstance(outputs, (str, os.PathLike)):
+        outputs = [outputs]
+    for out in outputs or ():
+        _export.export_format(out)  # a bad suffix fails before minutes of analysis
+    source = open_source(clip, FrameRange(start, end, stride), fps, maps=maps_dir)
+    options = AnimateOptions(smoothing=SmoothingOptions(lag=None if offline else 2))
+
+    def run(client):
+        return run_clip(source, server_analyzer(client, model, max_side, cancel_event), parallel=parallel,
+                        options=options, progress=progress, cancel_event=cancel_event)
+
+    if maps_dir:
+        animation = run(None)
+    elif server:
+        from .core.client import V2Client
+
+        with V2Client(server, token) as client:
+            animation = run(client)
+    else:
+        from .core.server_process import ServerProcess
+
+        with ServerProcess() as local:
+            animation = run(local.ensure_running())
+    if save_joints:
+        joints_file.write(save_joints, animation)
+    blend_only = bool(outputs) and all(Path(o).suffix.lower() == ".blend" for o in outputs)
+    result = build_animation(animation, name or Path(clip).stem,
+                             background=None if maps_dir or not background else clip, mesh=mesh,
+                             normal_space="OBJECT" if blend_only else "TANGENT")
+    result.animation = animation
+    result.written = [_export.export(out, result.objects, animation=True) for out in outputs or ()]
+    return result

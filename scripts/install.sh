@@ -26,6 +26,9 @@ case "$mode" in
     # anny) would pull a multi-GB CUDA build.
     "${pip[@]}" install "torch==2.13.0"
     "${pip[@]}" install -e ".[blender,server,sapiens,fit,dev]" "torch==2.13.0"
+    # The linux-x64 wheels the extension zip bundles (pinned, ~110 MB, into .cache/wheels): the
+    # packaging tests and the artist-machine test build that zip from this cache, offline.
+    .venv/bin/python -m sapiens_blender.cli.extension_wheels linux-x64
     # Khronos glTF-Validator (npm), used by the export tests.
     if command -v npm >/dev/null 2>&1 && [ ! -d .cache/node/node_modules/gltf-validator ]; then
         npm install --silent --no-audit --no-fund --prefix .cache/node gltf-validator@2.0.0-dev.3.10

@@ -98,7 +98,7 @@ def demo(tmp_path_factory):
 
 
 def _person_line(text: str) -> tuple[int, int, int]:
-    match = re.search(r"person 1: (\d+) vertices, (\d+) parts, (\d+) bones", text)
+    match = re.search(r"person 1: (\d+) vertices, \d+ faces, (\d+) parts, (\d+) bones", text)
     assert match, text
     return tuple(map(int, match.groups()))
 
@@ -116,6 +116,9 @@ def test_demo_writes_an_asset_that_loads_back(demo):
     assert re.search(r"seconds per stage: server start [\d.]+, model load [\d.]+, analysis [\d.]+, build [\d.]+", text)
     for name in ("astronaut.blend", "astronaut.glb", "astronaut.npz"):
         assert (out / name).is_file() and (out / name).stat().st_size > 10_000, name
+        assert f"wrote {out / name}" in text, name  # every file written is reported
+    # Messages say one thing once: the estimated bones and their filled-in joints in one note.
+    assert sum("estimated" in line for line in text.splitlines()) <= 1, text
     for kind in ("blend", "glb"):
         got = loaded[kind]
         assert got["cameras"] == 1, (kind, got)

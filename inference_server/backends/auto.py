@@ -9,8 +9,9 @@ The choice is made lazily, on first load, so merely listing models never imports
 3. Sapiens2's weights must be cached locally or downloadable (not offline without a cache).
 If the chosen Sapiens2 model then fails to load, auto falls back to mediapipe and says so.
 The decision is logged, returned by ``describe()`` and appended to every response's ``source``.
-Environment: ``SAPIENS_AUTO_SIZE`` (default 0.4b) picks the Sapiens2 size;
-``SAPIENS_AUTO_MODEL`` forces a model name (e.g. ``mediapipe``).
+Settings (settings.py): ``auto_size`` (SAPIENS_AUTO_SIZE, default 0.4b) picks the Sapiens2 size;
+``auto_model`` (SAPIENS_AUTO_MODEL) forces a model name (e.g. ``mediapipe``).
+``auto`` batches exactly when the model it resolves to does (``batching``, ``analyze_batch``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 
 from . import base
 from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress
+from .settings import SapiensSettings
 
 log = logging.getLogger("inference_server.auto")
 
@@ -45,12 +47,14 @@ def may_have_accelerator() -> bool:
     return True  # Windows and others: let torch tell
 
 
-def choose(sapiens2_module: str = "inference_server.backends.sapiens2") -> tuple[str, str]:
+def choose(sapiens2_module: str = "inference_server.backends.sapiens2",
+           settings: SapiensSettings | None = None) -> tuple[str, str]:
     """(model name, human-readable reason). Imports torch only when Sapiens2 is installed."""
-    forced = os.environ.get("SAPIENS_AUTO_MODEL", "").strip()
+    settings = settings or SapiensSettings.from_env()
+    forced = settings.auto_model
     if forced:
         return forced, f"SAPIENS_AUTO_MODEL={forced} is set"
-    size = os.environ.get("SAPIENS_AUTO_SIZE", DEFAULT_SAPIENS2_SIZE).strip() or DEFAULT_SAPIENS2_SIZE
+    size = settings.auto_size or DEFAULT_SAPIENS2_SIZE
     try:
         sapiens2 = importlib.import_module(sapiens2_module)
     except ModuleNotFoundError as exc:
@@ -65,7 +69,7 @@ def choose(sapiens2_module: str = "inference_server.backends.sapiens2") -> tuple
         return FALLBACK, f"could not query for a GPU ({type(exc).__name__}: {exc})"
     if not accelerator:
         return FALLBACK, "no GPU/accelerator found (CUDA or MPS); Sapiens2 on this CPU would be slow"
-    if not sapiens2.weights_available(size):
+    if not sapiens2.weights_available(size, weights_dir=settings.weights_dir):
         return FALLBACK, (f"Sapiens2 {size} weights are not cached and cannot be downloaded "
                           "(offline: HF_HUB_OFFLINE is set)")
     return f"sapiens2-{size}", f"{accelerator} available and Sapiens2 {size} weights available"
@@ -75,8 +79,8 @@ class AutoBackend(Backend):
     name = "auto"
     platform = "auto"
 
-    def __init__(self, chooser=choose):
-        self._chooser = chooser
+    def __init__(self, chooser=None, settings: SapiensSettings | None = None):
+        self._chooser = chooser or (lambda: choose(settings=settings))
         self._lock = threading.Lock()
         self._inner: Backend | None = None
         self.choice: str | None = None
@@ -125,6 +129,12 @@ class AutoBackend(Backend):
     def loaded(self) -> bool:
         return self._inner is not None and self._inner.loaded
 
+    @property
+    def batching(self) -> bool:
+        """As the model auto resolves to (deciding now if needed: the request loads it next)."""
+        with self._lock:
+            return bool(getattr(self._resolve(), "batching", False))
+
     def describe(self) -> dict:
         facts = {"resolved": self.choice, "reason": self.reason}
         if self._inner is not None:
@@ -140,7 +150,15 @@ class AutoBackend(Backend):
     ) -> dict[str, np.ndarray]:
         if not self.loaded:
             self.load(progress, cancel)
-        maps = self._inner.analyze(image, options, progress, cancel)
+        return self._with_reason(self._inner.analyze(image, options, progress, cancel))
+
+    def analyze_batch(self, images, options_list, progress_list=None, cancel_list=None) -> list:
+        if not self.loaded:
+            self.load((progress_list or [no_progress])[0], (cancel_list or [None])[0])
+        results = self._inner.analyze_batch(images, options_list, progress_list, cancel_list)
+        return [r if isinstance(r, BaseException) else self._with_reason(r) for r in results]
+
+    def _with_reason(self, maps: dict) -> dict:
         inner_source = maps.get("source", self.choice)
         if isinstance(inner_source, np.ndarray):
             inner_source = str(inner_source.reshape(-1)[0])
@@ -148,5 +166,5 @@ class AutoBackend(Backend):
         return maps
 
 
-def register_all() -> None:
-    base.register("auto", AutoBackend)
+def register_all(settings: SapiensSettings | None = None) -> None:
+    base.register("auto", lambda: AutoBackend(settings=settings))

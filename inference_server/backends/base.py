@@ -85,7 +85,9 @@ class AnalyzeOptions:
 
     tasks: tuple[str, ...] = ("seg", "normal", "depth", "pose")
     max_side: int = 1024  # the maps' long side; the photo is resized to fit (never upscaled)
-    flip_test: bool = False
+    # pose on the crop and its mirror image, averaged (as the Sapiens2 pose configs test): costs a
+    # second pose forward per person batch; the parameter flip_test=false turns it off
+    flip_test: bool = True
 
 
 class Backend(ABC):

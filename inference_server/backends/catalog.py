@@ -9,6 +9,7 @@ Importing a backend module must stay cheap: torch is imported when a model loads
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 
 log = logging.getLogger("inference_server")
@@ -22,8 +23,9 @@ BUILTIN_BACKENDS = (
 )
 
 
-def register_builtin() -> list[str]:
-    """Import each built-in backend module that exists and call its ``register_all()``."""
+def register_builtin(settings=None) -> list[str]:
+    """Import each built-in backend module that exists and call its ``register_all()``; the
+    Sapiens and auto backends get ``settings`` (settings.SapiensSettings; None: the environment)."""
     found = []
     for module_name in BUILTIN_BACKENDS:
         try:
@@ -33,7 +35,10 @@ def register_builtin() -> list[str]:
                 raise
             log.info("backend module %s is not installed; skipping", module_name)
             continue
-        module.register_all()
+        if "settings" in inspect.signature(module.register_all).parameters:
+            module.register_all(settings)
+        else:
+            module.register_all()
         found.append(module_name)
     return found
 

@@ -6,16 +6,14 @@ Apple MPS (fp32: half precision attention on MPS is not reliable across macOS ve
 On the CPU, bf16 only pays with native bf16 units (AMX / AVX512-BF16); without them fp32 is
 several times faster, and dynamic int8 quantisation of the Linear layers is the fast option.
 
-Overrides: constructor arguments, else ``SAPIENS_DEVICE`` (auto|cpu|cuda|cuda:N|mps),
-``SAPIENS_PRECISION`` (auto|fp32|bf16|fp16|int8) and ``SAPIENS_COMPILE`` (0|1).
-torch is imported lazily.
+The caller passes the wishes (settings.py: device auto|cpu|cuda|cuda:N|mps, precision
+auto|fp32|bf16|fp16|int8, compile). torch is imported lazily.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -77,9 +75,9 @@ def cpu_has_native_bf16() -> bool:
 
 
 def choose_placement(device: str | None = None, precision: str | None = None,
-                     compile: bool | None = None) -> Placement:
-    device = (device or os.environ.get("SAPIENS_DEVICE") or "auto").strip().lower()
-    precision = (precision or os.environ.get("SAPIENS_PRECISION") or "auto").strip().lower()
+                     compile: bool = False) -> Placement:
+    device = (device or "auto").strip().lower()
+    precision = (precision or "auto").strip().lower()
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     import torch
@@ -102,9 +100,6 @@ def choose_placement(device: str | None = None, precision: str | None = None,
             precision = "fp32"
     if precision == "int8" and kind != "cpu":
         raise ValueError("int8 (dynamic quantisation) runs on the CPU only; use bf16/fp16 on a GPU")
-    if compile is None:
-        env = os.environ.get("SAPIENS_COMPILE")
-        compile = (env == "1") if env is not None else False
     return Placement(device, precision, bool(compile))
 
 
@@ -159,6 +154,27 @@ def prepare_model(model, placement: Placement):
     model = model.to(placement.device)
     if placement.precision in ("bf16", "fp16"):
         model = model.to(placement.dtype)
+    return model
+
+
+def _to_float32(module, args, kwargs):
+    import torch
+
+    cast = lambda v: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v  # noqa: E731
+    return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
+
+
+def keep_heads_fp32(model, backbone: str = "model"):
+    """Every child of ``model`` except its ``backbone`` back to float32, fed float32 features.
+
+    Regression heads must not run in bf16: its 8-bit mantissa makes a metric pointmap move in
+    steps of 2^-8 of its value (0.8-1.6 cm at 1.5-4 m: visible terraces) and quantises normals.
+    The backbone (nearly all the compute) stays in half precision."""
+    for name, child in model.named_children():
+        if name == backbone:
+            continue
+        child.float()
+        child.register_forward_pre_hook(_to_float32, with_kwargs=True)
     return model
 
 

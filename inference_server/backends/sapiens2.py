@@ -2,7 +2,8 @@
 """Sapiens2 backends (``sapiens2-0.4b`` ... ``sapiens2-5b``) on the native transformers classes.
 
 Weights: the hub repos ``facebook/sapiens2-{seg,pointmap,normal,pose}-{size}`` (config.json plus
-the safetensors the config names), or a local folder (weights.py). Preprocessing is ours
+the safetensors the config names; a repo with only the original ``sapiens2_{size}_{task}.safetensors``
+gets its config rebuilt from that file, sapiens2_original.py), or a local folder (weights.py). Preprocessing is ours
 (resize_pad.py) because transformers' Sapiens2ImageProcessor needs torchvision:
 seg = plain resize; normal and pointmap = aspect-preserving resize + centred padding; pose =
 top-down crops at the model's 3:4 aspect. Everything is then converted by sapiens_pipeline.py.
@@ -13,16 +14,18 @@ torch/transformers are imported lazily: importing this module (the server catalo
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from ..processing.goliath import PART_NAMES_SAPIENS2
+from ..processing.normals import SAPIENS_NORMAL_SIGNS
 from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
-from . import devices, weights
+from . import devices, sapiens2_original, weights
 from .base import BackendError, register
-from .sapiens_common import SapiensTaskBackend, SinglePhotoCalls
+from .sapiens_common import SapiensTaskBackend
+from .settings import SapiensSettings
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,10 @@ TASKS = {
     "pose": ("pose", "Sapiens2ForPoseEstimation"),
 }
 
+# Regression heads (and the pointmap's scale branch) run in float32 under a bf16/fp16 backbone:
+# half-precision outputs terrace (devices.keep_heads_fp32).
+FLOAT32_HEADS = ("depth", "normal")
+
 
 def repo_id(task: str, size: str) -> str:
     return f"facebook/sapiens2-{TASKS[task][0]}-{size}"
@@ -46,28 +53,28 @@ def accelerator_available() -> str | None:
     return devices.accelerator_available()
 
 
-def weights_available(size: str, task: str | None = None) -> bool:
+def weights_available(size: str, task: str | None = None, weights_dir=None) -> bool:
     """True when the weights of ``task`` (all four when None) are local or may be downloaded."""
     if size not in SIZES:
         return False
     tasks = [task] if task else list(TASKS)
     try:
-        return all(weights.cached_or_downloadable(repo_id(t, size)) for t in tasks)
+        return all(weights.cached_or_downloadable(repo_id(t, size), weights_dir=weights_dir) for t in tasks)
     except Exception:  # unreadable cache entries mean "not available", never a crash of the caller
         return False
 
 
-class Sapiens2Runner(SinglePhotoCalls):
+class Sapiens2Runner:
     """Calls the four task models with the reference pre/post-processing (see sapiens_pipeline)."""
 
     metric = True
     part_names = PART_NAMES_SAPIENS2
+    normal_signs = SAPIENS_NORMAL_SIGNS  # model normal axes -> canonical frame (see normals.py)
     mean, std = SAPIENS2_MEAN, SAPIENS2_STD
 
     def __init__(self, backend: "Sapiens2Backend"):
         self.b = backend
         self.source = backend.name
-        self.last_normal_signs = None
 
     @property
     def pose_input_hw(self):
@@ -131,23 +138,22 @@ class Sapiens2Backend(SapiensTaskBackend):
 
     def __init__(self, size: str, device: str | None = None, precision: str | None = None,
                  weights_dir: str | Path | None = None, tasks: tuple[str, ...] = tuple(TASKS),
-                 input_scale: float | None = None):
+                 input_scale: float | None = None, settings: SapiensSettings | None = None):
         if size not in SIZES:
             raise ValueError(f"Sapiens2 sizes are {', '.join(SIZES)}; got {size!r}")
         self.size = size
         self.name = self.source = f"sapiens2-{size}"
-        self._device, self._precision = device, precision
-        self.weights_dir = Path(weights_dir) if weights_dir else None
         self.tasks = tuple(tasks)
+        self._init_state(Sapiens2Runner(self), settings, device=device, precision=precision,
+                         weights_dir=weights_dir, input_scale=input_scale)
         # < 1 runs the models on a smaller input (a fast preview, e.g. 0.5 -> 512x384: ~4x fewer
         # tokens) for seg, normal and pose; Sapiens2's RoPE positions accept any multiple of the
         # patch size. The pointmap keeps its native size (see input_hw).
-        scale = input_scale if input_scale is not None else float(os.environ.get("SAPIENS_INPUT_SCALE", "1") or 1)
+        scale = self.settings.input_scale
         if not 0.1 <= scale <= 1.0:
             raise ValueError(f"input_scale must lie in [0.1, 1], got {scale}")
         self.input_scale = scale
         self._native_hw: dict = {}
-        self._init_state(Sapiens2Runner(self))
 
     # --- loading (the rest of the lifecycle is SapiensTaskBackend's) ---------------------------
     def _task_label(self, task: str) -> str:
@@ -157,10 +163,10 @@ class Sapiens2Backend(SapiensTaskBackend):
         import transformers
 
         repo = repo_id(task, self.size)
-        folder = weights.fetch_transformers_repo(repo, progress, cancel, self.weights_dir)
+        folder, config = self._fetch(task, progress, cancel)
         cls = getattr(transformers, TASKS[task][1])
         try:
-            model = cls.from_pretrained(str(folder), attn_implementation="sdpa")
+            model = cls.from_pretrained(str(folder), config=config, attn_implementation="sdpa")
         except RuntimeError as exc:
             if devices.is_out_of_memory(exc):
                 raise self._oom(task, exc) from exc
@@ -179,10 +185,34 @@ class Sapiens2Backend(SapiensTaskBackend):
             if devices.is_out_of_memory(exc):
                 raise self._oom(task, exc) from exc
             raise
+        if task in FLOAT32_HEADS and self.placement.precision in ("bf16", "fp16"):
+            model = devices.keep_heads_fp32(model)
         if self.placement.compile:
             model.model = _compiled(model.model)
         self._native_hw[task] = native_input_hw(folder, model.config)
         return model
+
+    def _fetch(self, task, progress, cancel):
+        """(folder, None) for a transformers-format repo; (folder of the file, config rebuilt from
+        it) for a repo holding only the original ``sapiens2_*`` file (sapiens2_original.py)."""
+        repo = repo_id(task, self.size)
+        try:
+            return weights.fetch_transformers_repo(repo, progress, cancel, self.weights_dir), None
+        except BackendError as no_config:
+            if no_config.status not in (404, 503):  # 404: no config.json; 503: none cached offline
+                raise
+            name = sapiens2_original.original_filename(TASKS[task][0], self.size)
+            try:
+                path = weights.fetch_file(repo, name, progress, cancel, self.weights_dir)
+            except BackendError:
+                raise no_config from None
+        log.info("%s: no config.json; building the config from the original file %s", repo, name)
+        try:  # the input size, where the repo has a preprocessor config; else the released 1024x768
+            pre = weights.fetch_file(repo, "preprocessor_config.json", progress, cancel, self.weights_dir)
+            hw = native_input_hw(pre.parent, SimpleNamespace(image_size=list(DEFAULT_INPUT_HW)))
+        except BackendError:
+            hw = DEFAULT_INPUT_HW
+        return path.parent, sapiens2_original.config_for(path, TASKS[task][1], self.size, hw)
 
     def _oom(self, task, exc):
         self.unload()
@@ -206,6 +236,7 @@ class Sapiens2Backend(SapiensTaskBackend):
             "size": self.size,
             "repos": [repo_id(t, self.size) for t in self.tasks],
             "device": self.placement.describe() if self.placement else "not loaded",
+            **self._people_facts(),
             "metric": True,
             "input_scale": self.input_scale,
         }
@@ -252,7 +283,7 @@ def _compiled(module):
     return Guard()
 
 
-def register_all() -> None:
+def register_all(settings: SapiensSettings | None = None) -> None:
     """Register ``sapiens2-{size}`` for every size (nothing is loaded or downloaded here)."""
     for size in SIZES:
-        register(f"sapiens2-{size}", lambda size=size: Sapiens2Backend(size))
+        register(f"sapiens2-{size}", lambda size=size: Sapiens2Backend(size, settings=settings))

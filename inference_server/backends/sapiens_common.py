@@ -10,23 +10,10 @@ import threading
 
 from . import devices
 from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress
-from .sapiens_batch import run_pipeline_batch
 from .sapiens_pipeline import StageTimes, run_pipeline
+from .settings import SapiensSettings
 
 log = logging.getLogger(__name__)
-
-
-class SinglePhotoCalls:
-    """A runner's one-photo calls, as batches of one (a runner implements the ``*_batch`` ones)."""
-
-    def segment(self, photo, hw):
-        return self.segment_batch([photo], [hw])[0]
-
-    def depth(self, photo, hw):
-        return self.depth_batch([photo], [hw])[0]
-
-    def normals(self, photo, hw):
-        return self.normals_batch([photo], [hw])[0]
 
 
 class SapiensTaskBackend(Backend):
@@ -34,8 +21,14 @@ class SapiensTaskBackend(Backend):
     #: task names this family knows (a request may name only these)
     known_tasks: tuple[str, ...] = ("seg", "depth", "normal", "pose")
 
-    def _init_state(self, runner) -> None:
+    def _init_state(self, runner, settings: SapiensSettings | None, **overrides) -> None:
+        """``settings`` (from the server's flags/environment; read from the environment when None)
+        with the constructor's explicit arguments applied over it."""
+        self.settings = (settings or SapiensSettings.from_env()).replace(**overrides)
+        self.weights_dir = self.settings.weights_dir
         self.models: dict = {}
+        self.detector = None  # person_detector.PersonDetector once loaded (None: connected components)
+        self.no_detector_reason = "no person detector configured (SAPIENS_DETECTOR=none)"
         self.placement = None
         self.last_times = StageTimes()
         self._lock = threading.RLock()
@@ -43,7 +36,7 @@ class SapiensTaskBackend(Backend):
 
     # --- what a family provides ---------------------------------------------------------------
     def _placement(self) -> devices.Placement:
-        return devices.choose_placement(self._device, self._precision)
+        return devices.choose_placement(self.settings.device, self.settings.precision, self.settings.compile)
 
     def _task_label(self, task: str) -> str:
         raise NotImplementedError
@@ -67,8 +60,30 @@ class SapiensTaskBackend(Backend):
                     cancel.check()
                 progress("load", i / len(self.tasks), f"loading {self._task_label(task)}")
                 self.models[task] = self._load_task(task, progress, cancel)
+            self._load_detector(progress, cancel)
             progress("load", 1.0, f"{self.source} ready on {self.placement.describe()}")
             log.info("%s loaded on %s", self.name, self.placement.describe())
+
+    def _load_detector(self, progress: ProgressFn, cancel: CancelToken | None) -> None:
+        """The person detector is optional: when it cannot be had (offline without it in the cache,
+        a repo without a person class...) the people are connected components and the maps' notes
+        say why; the Sapiens models themselves still serve."""
+        repo = self.settings.detector
+        if repo is None or self.detector is not None:
+            return
+        from .person_detector import load_detector
+
+        progress("load", None, f"loading the person detector {repo}")
+        try:
+            self.detector = load_detector(repo, self.placement, self.weights_dir, progress, cancel)
+        except BackendError as exc:
+            self.no_detector_reason = f"person detector {repo} unavailable: {exc}"
+            log.warning("%s: %s; people will be connected components", self.name, self.no_detector_reason)
+
+    def _people_facts(self) -> dict:
+        if self.detector is not None:
+            return {"people": f"person detector {self.detector.repo}"}
+        return {"people": f"connected components ({self.no_detector_reason})"}
 
     @property
     def loaded(self) -> bool:
@@ -79,6 +94,7 @@ class SapiensTaskBackend(Backend):
             if not self.models:
                 return
             self.models.clear()
+            self.detector = None
             devices.free_memory()
             log.info("%s unloaded", self.name)
 
@@ -91,19 +107,19 @@ class SapiensTaskBackend(Backend):
     def analyze(self, image, options: AnalyzeOptions, progress: ProgressFn = no_progress,
                 cancel: CancelToken | None = None) -> dict:
         self.load(progress, cancel)
-        with self._lock:
-            self._check_tasks(options)
-            self.last_times = StageTimes()
-            return run_pipeline(self._runner, image, options, progress, cancel, device=self.placement.device,
-                                times=self.last_times, normal_signs_hint=self._runner.last_normal_signs)
+        (result,) = self.analyze_batch([image], [options], [progress], [cancel])
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
     def analyze_batch(self, images, options_list, progress_list=None, cancel_list=None) -> list:
-        """Several photos, one forward per task for all of them (see sapiens_batch.py)."""
+        """Several photos, one forward per task for all of them (sapiens_pipeline.py)."""
         self.load((progress_list or [no_progress])[0])
         with self._lock:
             for options in options_list:
                 self._check_tasks(options)
             self.last_times = StageTimes()
-            return run_pipeline_batch(self._runner, images, options_list, progress_list, cancel_list,
-                                      device=self.placement.device, times=self.last_times,
-                                      normal_signs_hint=self._runner.last_normal_signs)
+            return run_pipeline(self._runner, images, options_list, progress_list, cancel_list,
+                                device=self.placement.device, times=self.last_times,
+                                detector=self.detector, no_detector_reason=self.no_detector_reason,
+                                depth_available="depth" in self.models)

@@ -1,10 +1,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""One photo -> canonical maps, shared by the Sapiens2 and Sapiens v1 backends.
+"""Photos -> canonical maps, shared by the Sapiens2 and Sapiens v1 backends, batch first.
 
 A family supplies a ``TaskRunner`` (how to call its models and undo its preprocessing); this
 module does everything family-independent, in one place: the maps grid, people from the
 segmentation foreground, camera intrinsics, depth/pointmap in the camera frame, normal axis
 self-calibration, top-down pose per person and the keypoint pixel convention.
+
+Every photo is resized/padded to the model's fixed input size anyway, so the model inputs of
+several photos stack into one batch: each task runs once for the whole batch, everything else
+(grid, people, intrinsics, self-calibration, keypoint decoding) stays per photo. Each photo keeps
+its own progress and cancel token: a cancelled photo leaves the batch at the next task boundary
+(its result is a :class:`Cancelled`) and the others go on. One photo is a batch of one.
 """
 
 from __future__ import annotations
@@ -16,8 +22,16 @@ from typing import Protocol
 
 import numpy as np
 
-from ..processing.goliath import KEYPOINT_NAMES
-from .base import AnalyzeOptions, CancelToken, ProgressFn, no_progress
+from ..processing import depth_scale, heatmaps, instances, intrinsics, normals
+from ..processing.goliath import FLIP_PAIRS, KEYPOINT_NAMES
+from .base import (
+    AnalyzeOptions,
+    BackendError,
+    Cancelled,
+    CancelToken,
+    ProgressFn,
+    no_progress,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,16 +43,21 @@ FIT_EROSION_PX = 2
 
 
 class TaskRunner(Protocol):
+    """One family's models; every call takes a batch (photo tensors [1,3,h,w] 0-255 and their
+    maps-grid sizes) and returns one array per photo."""
+
     source: str
     part_names: tuple[str, ...]
-    metric: bool  # True: depth() returns metric camera-frame points
+    metric: bool  # True: depth_batch() returns metric camera-frame points
     pose_input_hw: tuple[int, int]
+    mean: tuple
+    std: tuple
 
-    def segment(self, photo, hw) -> np.ndarray: ...  # uint8 class ids [H,W]
+    def segment_batch(self, photos, hws) -> list: ...  # uint8 class ids [H,W]
 
-    def depth(self, photo, hw) -> np.ndarray: ...  # metric: points [H,W,3]; else relative depth [H,W]
+    def depth_batch(self, photos, hws) -> list: ...  # metric: points [H,W,3]; else relative depth [H,W]
 
-    def normals(self, photo, hw) -> np.ndarray: ...  # unit vectors [H,W,3], model's own axes
+    def normals_batch(self, photos, hws) -> list: ...  # unit vectors [H,W,3], model's own axes
 
     def pose(self, crops) -> np.ndarray: ...  # heatmaps [N,K,h,w] for normalised crops
 
@@ -75,20 +94,277 @@ def empty_keypoints(people: int) -> np.ndarray:
     return np.zeros((people, NUM_KEYPOINTS, 3), np.float32)
 
 
-def run_pipeline(runner: TaskRunner, image: np.ndarray, options: AnalyzeOptions,
-                 progress: ProgressFn = no_progress, cancel: CancelToken | None = None,
-                 device="cpu", times: StageTimes | None = None,
-                 normal_signs_hint: tuple | None = None) -> dict:
-    """Run the requested tasks and convert to the canonical maps dict (keys of MAP_OUTPUTS).
+@dataclass
+class _Photo:
+    """One photo's state while it moves through the batch."""
 
-    One photo is a batch of one (sapiens_batch.py): the single and batched paths cannot drift."""
-    from .sapiens_batch import run_pipeline_batch
+    image: np.ndarray
+    options: AnalyzeOptions
+    progress: ProgressFn
+    cancel: CancelToken | None
+    tasks: tuple = ()
+    notes: list = field(default_factory=list)
+    result: object = None  # the maps dict or the exception that ended this photo
+    steps: int = 1
+    done: int = 0
 
-    (result,) = run_pipeline_batch(runner, [image], [options], [progress], [cancel], device, times,
-                                   normal_signs_hint)
-    if isinstance(result, BaseException):
-        raise result
-    return result
+    def step(self, stage: str, message: str) -> None:
+        self.progress(stage, self.done / self.steps, message)
+        self.done += 1
+
+
+def _unknown_tasks(options: AnalyzeOptions) -> BackendError | None:
+    unknown = [t for t in options.tasks if t not in TASKS]
+    if unknown:
+        return BackendError(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join(TASKS)}", status=400)
+    return None
+
+
+def _still_running(photos: list[_Photo]) -> list[_Photo]:
+    """Drop the photos whose request was cancelled: the rest of the batch goes on without them."""
+    live = []
+    for p in photos:
+        if p.result is None and p.cancel is not None and p.cancel.cancelled:
+            p.result = Cancelled("request cancelled")
+        if p.result is None:
+            live.append(p)
+    return live
+
+
+def _batched(runner, method: str, photos: list[_Photo]) -> list:
+    """One forward of ``runner.<method>_batch`` for the whole batch."""
+    return list(getattr(runner, method + "_batch")([p.photo for p in photos], [p.grid.shape[:2] for p in photos]))
+
+
+def run_pipeline(runner, images: list, options_list: list, progress_list: list | None = None,
+                 cancel_list: list | None = None, device="cpu", times: StageTimes | None = None,
+                 detector=None, no_detector_reason: str = "no person detector configured",
+                 depth_available: bool = True) -> list:
+    """Maps dicts for ``images`` (same order); an entry is the exception when that photo failed or was
+    cancelled. A failing forward pass fails the whole batch (raised).
+
+    ``detector`` (person_detector.PersonDetector or None) splits the foreground into people and
+    gives the pose boxes; without it (``no_detector_reason`` says why, in the notes) people are
+    connected components. ``depth_available``: the runner can run depth, so normals asked for
+    without depth are still calibrated against it (the depth itself is then not returned)."""
+    times = times if times is not None else StageTimes()
+    n = len(images)
+    photos = [_Photo(img, opt, (progress_list or [no_progress] * n)[i] or no_progress,
+                     (cancel_list or [None] * n)[i]) for i, (img, opt) in enumerate(zip(images, options_list))]
+    for p in photos:
+        p.result = _unknown_tasks(p.options)
+        p.tasks = tuple(t for t in p.options.tasks if t in TASKS)
+        # normals are calibrated against depth: it runs for them even when not asked for
+        p.depth_for_normals = "normal" in p.tasks and "depth" not in p.tasks and depth_available
+        p.steps = 1 + sum(t in p.tasks for t in ("depth", "normal", "pose")) + int(p.depth_for_normals)
+
+    live = _still_running(photos)
+    t0 = time.perf_counter()
+    for p in live:
+        p.photo, p.grid = maps_grid(p.image, p.options.max_side, device)
+        p.boxes = None
+    times.add("preprocess", t0)
+    if detector is not None and live:
+        t0 = time.perf_counter()
+        for p, boxes in zip(live, detector.detect_batch([p.photo for p in live], [p.grid.shape[:2] for p in live])):
+            p.boxes = boxes
+        times.add("forward_detect", t0)
+
+    # The mask comes from the segmentation, so it always runs (even when "seg" is not asked for).
+    live = _still_running(live)
+    for p in live:
+        p.step("seg", "body-part segmentation")
+    t0 = time.perf_counter()
+    segs = _batched(runner, "segment", live) if live else []
+    times.add("forward_seg", t0)
+    t0 = time.perf_counter()
+    for p, parts in zip(live, segs):
+        _after_segmentation(runner, p, parts, detector, no_detector_reason)
+    times.add("postprocess", t0)
+
+    live = [p for p in _still_running(live) if p.count > 0]
+    depth_photos = [p for p in live if "depth" in p.tasks or p.depth_for_normals]
+    if depth_photos:
+        for p in depth_photos:
+            p.step("depth", ("depth" if not runner.metric else "pointmap")
+                   + (" (to calibrate the normals)" if p.depth_for_normals else ""))
+        t0 = time.perf_counter()
+        raws = _batched(runner, "depth", depth_photos)
+        times.add("forward_depth", t0)
+        t0 = time.perf_counter()
+        for p, raw in zip(depth_photos, raws):
+            _after_depth(runner, p, raw)
+        times.add("postprocess", t0)
+
+    live = _still_running(live)
+    normal_photos = [p for p in live if "normal" in p.tasks]
+    if normal_photos:
+        for p in normal_photos:
+            p.step("normal", "surface normals")
+        t0 = time.perf_counter()
+        predicted = _batched(runner, "normals", normal_photos)
+        times.add("forward_normal", t0)
+        t0 = time.perf_counter()
+        for p, pred in zip(normal_photos, predicted):
+            _after_normals(runner, p, pred)
+        times.add("postprocess", t0)
+
+    live = _still_running(live)
+    pose_photos = [p for p in live if "pose" in p.tasks]
+    for p in pose_photos:
+        p.step("pose", f"keypoints of {p.count} {'person' if p.count == 1 else 'people'}")
+    _pose(runner, pose_photos, times)
+
+    for p in _still_running(live):
+        p.progress("done", 1.0, "analysis complete")
+        p.result = _outputs(runner, p.grid, p.people, p.parts, p.normal, p.depth, p.pointmap, p.k,
+                            p.keypoints, p.agreement, p.notes, p.signs)
+    return [p.result for p in photos]
+
+
+def _find_people(p: _Photo, foreground: np.ndarray, detector, no_detector_reason: str) -> None:
+    """p.people (instance map) and p.boxes (pose boxes), from the detector when it found people in
+    the foreground, else connected components; the notes say which."""
+    if p.boxes is not None and len(p.boxes):
+        people, kept = instances.split_by_boxes(foreground, p.boxes[:, :4])
+        if len(kept):
+            p.people, p.boxes = people, kept
+            p.notes.append(f"people: {len(kept)} from the person detector {detector.repo}")
+            return
+        why = f"the person detector {detector.repo} found no person on the segmented foreground"
+    elif p.boxes is not None:
+        why = f"the person detector {detector.repo} found no person"
+    else:
+        why = no_detector_reason
+    p.people = instances.label_people(foreground)
+    p.boxes = instances.person_boxes(p.people)
+    p.notes.append(f"people: connected components of the segmentation ({why}); people who touch "
+                   "are one person")
+
+
+def _after_segmentation(runner, p: _Photo, parts: np.ndarray, detector, no_detector_reason: str) -> None:
+    h, w = p.grid.shape[:2]
+    _find_people(p, parts > 0, detector, no_detector_reason)
+    p.parts = np.where(p.people > 0, parts, 0).astype(np.uint8)
+    p.count = int(p.people.max(initial=0))
+    p.k = intrinsics.default_intrinsics(h, w)
+    p.depth = np.full((h, w), np.nan, np.float32)
+    p.normal = np.full((h, w, 3), np.nan, np.float32)
+    p.pointmap = p.points = None
+    p.keypoints = empty_keypoints(p.count)
+    p.agreement = float("nan")
+    p.signs = None
+    if p.count == 0:
+        p.notes.append("no person found in the photo: the maps are empty")
+        log.warning("%s: no person found (%dx%d photo)", runner.source, w, h)
+        p.progress("done", 1.0, "no person found in the photo")
+        p.result = _outputs(runner, p.grid, p.people, p.parts, p.normal, p.depth, None, p.k, p.keypoints,
+                            p.agreement, p.notes)
+        return
+    from scipy import ndimage
+
+    p.fg = p.people > 0
+    inner = ndimage.binary_erosion(p.fg, iterations=FIT_EROSION_PX) if min(h, w) > 4 * FIT_EROSION_PX else p.fg
+    p.inner = p.fg if inner.sum() < intrinsics.MIN_FIT_POINTS else inner
+
+
+def _after_depth(runner, p: _Photo, raw) -> None:
+    if runner.metric:
+        points = np.asarray(raw, np.float32)
+        fitted, rms = intrinsics.fit_intrinsics(points, p.inner)
+        if fitted is not None:
+            p.k = fitted
+            log.info("%s: intrinsics from the pointmap fx=%.1f fy=%.1f cx=%.1f cy=%.1f (rms %.2f px)",
+                     runner.source, p.k[0, 0], p.k[1, 1], p.k[0, 2], p.k[1, 2], rms)
+        else:
+            p.notes.append("intrinsics: pointmap fit failed, default field of view used")
+        p.points = points
+        if not p.depth_for_normals:
+            p.depth = np.where(p.fg, points[..., 2], np.nan).astype(np.float32)
+            p.pointmap = np.where(p.fg[..., None], points, np.nan).astype(np.float32)
+    else:
+        depth = depth_scale.relative_depth_to_z(raw, p.people, float(p.k[1, 1]))
+        p.points = _points_from_depth(depth, p.k)
+        if not p.depth_for_normals:
+            p.depth = depth
+
+
+def _after_normals(runner, p: _Photo, predicted: np.ndarray) -> None:
+    """Normals into the canonical frame: the family's fixed axis convention (runner.normal_signs,
+    evidence in processing/normals.py), checked per photo against the depth-derived normals (an
+    axis flips only when the geometry clearly says so). Without depth they are NOT calibrated and
+    the notes say so."""
+    convention = np.asarray(runner.normal_signs, np.float32)
+    signs = convention
+    why = "no depth model to check them against"
+    if p.points is not None:
+        reference = normals.normals_from_points(p.points, p.inner)
+        cal = normals.calibrate_normal_signs(predicted * convention, reference, p.inner)
+        log.info("%s: %s", runner.source, cal.describe())
+        p.notes.append(cal.describe())
+        if cal.pixels >= normals.MIN_CALIBRATION_PIXELS:
+            signs, p.agreement, why = convention * np.asarray(cal.signs, np.float32), cal.agreement_deg, None
+        else:
+            why = f"the depth gave {cal.pixels} comparable pixels"
+    if why:
+        p.notes.append(f"normals NOT calibrated ({why}): the model's axes taken with the fixed "
+                       f"convention {normals.describe_signs(convention)}")
+    p.signs = tuple(float(v) for v in signs)
+    p.normal = np.where(p.fg[..., None], predicted * signs, np.nan).astype(np.float32)
+
+
+def _pose(runner, photos: list[_Photo], times: StageTimes) -> None:
+    """Top-down pose: the person crops of ALL photos go through the model together."""
+    if not photos:
+        return
+    import torch
+
+    from ..processing.resize_pad import crop_people, photo_tensor
+
+    mh, mw = runner.pose_input_hw
+    owners, centres, sizes, crops, to_grid = [], [], [], [], []
+    t0 = time.perf_counter()
+    for i, p in enumerate(photos):
+        # Crop from the ORIGINAL photo (not the maps grid): small people, faces and hands keep
+        # their pixels. Boxes go grid -> photo, keypoints come back photo -> grid.
+        (gh, gw), (ih, iw) = p.grid.shape[:2], p.image.shape[:2]
+        scale = np.asarray([iw / gw, ih / gh])
+        boxes = np.asarray(p.boxes, np.float64)[:, :4].reshape(-1, 4)
+        edges = np.concatenate([boxes[:, :2], boxes[:, 2:] + 1.0], 1) * np.tile(scale, 2)  # continuous
+        c, s = heatmaps.crop_params(np.concatenate([edges[:, :2], edges[:, 2:] - 1.0], 1), aspect_wh=mw / mh)
+        if len(c):
+            owners += [(i, j) for j in range(len(c))]
+            centres.append(c)
+            sizes.append(s)
+            to_grid.append(np.broadcast_to(scale, (len(c), 2)))
+            source = p.photo if (ih, iw) == (gh, gw) else photo_tensor(p.image, p.photo.device)
+            crops.append(crop_people(source, c, s, runner.pose_input_hw, runner.mean, runner.std))
+            del source
+    times.add("preprocess", t0)
+    if not crops:
+        return
+    centres, sizes, crops = np.concatenate(centres), np.concatenate(sizes), torch.cat(crops)
+    to_grid = np.concatenate(to_grid)
+    for start in range(0, len(owners), POSE_BATCH):
+        sl = slice(start, start + POSE_BATCH)
+        t0 = time.perf_counter()
+        hm = runner.pose(crops[sl])
+        if any(photos[i].options.flip_test for i, _ in owners[sl]):
+            flipped = heatmaps.flip_back(runner.pose(crops[sl].flip(-1)), FLIP_PAIRS)
+            use = np.asarray([photos[i].options.flip_test for i, _ in owners[sl]])[:, None, None, None]
+            hm = np.where(use, 0.5 * (hm + flipped), hm)
+        times.add("forward_pose", t0)
+        t0 = time.perf_counter()
+        xy, score = heatmaps.decode_heatmaps(hm)
+        xy_img = heatmaps.heatmap_to_image(xy, centres[sl], sizes[sl], hm.shape[-2:])
+        # photo pixel-index -> canonical (pixel centres at +0.5) -> maps grid
+        xy_img = (xy_img + 0.5) / to_grid[sl][:, None, :]
+        xy_img[score <= 0] = 0.0
+        score = np.clip(np.nan_to_num(score, nan=0.0), 0.0, 1.0)
+        for row, (i, j) in enumerate(owners[sl]):
+            photos[i].keypoints[j, :, :2] = xy_img[row]
+            photos[i].keypoints[j, :, 2] = score[row]
+        times.add("postprocess", t0)
 
 
 def _points_from_depth(depth: np.ndarray, k: np.ndarray) -> np.ndarray:

@@ -21,10 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from ..processing.goliath import PART_NAMES_SAPIENS1
+from ..processing.normals import SAPIENS_NORMAL_SIGNS
 from ..processing.resize_pad import SAPIENS1_MEAN, SAPIENS1_STD
 from . import devices, weights
 from .base import BackendError, register
-from .sapiens_common import SapiensTaskBackend, SinglePhotoCalls
+from .sapiens_common import SapiensTaskBackend
+from .settings import SapiensSettings
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +64,11 @@ def size_for(task: str, size: str) -> str:
     return FALLBACK_SIZE.get((task, size), size)
 
 
-def weights_available(size: str, task: str | None = None) -> bool:
+def weights_available(size: str, task: str | None = None, weights_dir=None) -> bool:
     if size not in SIZES:
         return False
     try:
-        return all(weights.cached_or_downloadable(*_repo_and_files(t, size)) for t in ([task] if task else TASKS))
+        return all(weights.cached_or_downloadable(*_repo_and_files(t, size), weights_dir=weights_dir) for t in ([task] if task else TASKS))
     except Exception:
         return False
 
@@ -76,15 +78,15 @@ def _repo_and_files(task, size):
     return repo, [filename]
 
 
-class Sapiens1Runner(SinglePhotoCalls):
+class Sapiens1Runner:
     metric = False
     part_names = PART_NAMES_SAPIENS1
+    normal_signs = SAPIENS_NORMAL_SIGNS  # model normal axes -> canonical frame (see normals.py)
     mean, std = SAPIENS1_MEAN, SAPIENS1_STD
     pose_input_hw = INPUT_HW
 
     def __init__(self, backend: "Sapiens1Backend"):
         self.b = backend
-        self.last_normal_signs = None
 
     @property
     def source(self):
@@ -145,17 +147,17 @@ class Sapiens1Backend(SapiensTaskBackend):
     platform = "pytorch_torchscript"
 
     def __init__(self, size: str, device: str | None = None, precision: str | None = None,
-                 weights_dir: str | Path | None = None, tasks: tuple[str, ...] = TASKS):
+                 weights_dir: str | Path | None = None, tasks: tuple[str, ...] = TASKS,
+                 settings: SapiensSettings | None = None):
         if size not in SIZES:
             raise ValueError(f"Sapiens v1 sizes are {', '.join(SIZES)}; got {size!r}")
         self.size = size
         self.name = f"sapiens-{size}"
         fallbacks = sorted({t for t in tasks if size_for(t, size) != size})
         self.source = self.name + (f" ({', '.join(fallbacks)}: {size_for(fallbacks[0], size)})" if fallbacks else "")
-        self._device, self._precision = device, precision
-        self.weights_dir = Path(weights_dir) if weights_dir else None
         self.tasks = tuple(tasks)
-        self._init_state(Sapiens1Runner(self))
+        self._init_state(Sapiens1Runner(self), settings, device=device, precision=precision,
+                         weights_dir=weights_dir)
 
     def _placement(self) -> devices.Placement:
         placement = super()._placement()
@@ -200,12 +202,13 @@ class Sapiens1Backend(SapiensTaskBackend):
             "size": self.size,
             "files": ["/".join(checkpoint(t, size_for(t, self.size))) for t in self.tasks],
             "device": self.placement.describe() if self.placement else "not loaded",
+            **self._people_facts(),
             "metric": False,
             "depth_scaling": "relative depth placed at a nominal distance (1.7 m tall person), 0.5 m relief",
         }
 
 
-def register_all() -> None:
+def register_all(settings: SapiensSettings | None = None) -> None:
     """Register ``sapiens-{size}`` for every size (nothing is loaded or downloaded here)."""
     for size in SIZES:
-        register(f"sapiens-{size}", lambda size=size: Sapiens1Backend(size))
+        register(f"sapiens-{size}", lambda size=size: Sapiens1Backend(size, settings=settings))

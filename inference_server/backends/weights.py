@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Finding model weights: a local folder, or the Hugging Face hub through its cache.
 
-- Local folder (``weights_dir`` / ``SAPIENS_WEIGHTS_DIR``): ``<dir>/<repo name>/`` holding the
+- Local folder (``weights_dir``, settings.py): ``<dir>/<repo name>/`` holding the
   repo's files (e.g. ``sapiens2-seg-0.4b/config.json`` + ``model.safetensors``), or for single-file
   checkpoints the file itself directly in ``<dir>``.
 - Hub: ``huggingface_hub`` with its cache (``HF_HOME`` / ``HF_HUB_CACHE``), ``HF_HUB_OFFLINE``,
@@ -39,11 +39,6 @@ def hub_cache_dir() -> Path:
 def hub_offline() -> bool:
     flag = os.environ.get("HF_HUB_OFFLINE", "")
     return flag.strip().upper() in ("1", "ON", "YES", "TRUE")
-
-
-def weights_dir_from_env() -> Path | None:
-    value = os.environ.get("SAPIENS_WEIGHTS_DIR")
-    return Path(value).expanduser() if value else None
 
 
 def _local_repo_dir(weights_dir: Path | None, repo_id: str) -> Path | None:
@@ -84,7 +79,7 @@ def _hub_error(exc: Exception, repo_id: str, filename: str, weights_dir: Path | 
 
     where = hub_cache_dir()
     local_hint = (f" or put the file in {Path(weights_dir) / repo_id.split('/')[-1]}/"
-                  if weights_dir else " or pass a local folder (SAPIENS_WEIGHTS_DIR=<dir> with <dir>/"
+                  if weights_dir else " or pass a local folder (--weights-dir <dir> or SAPIENS_WEIGHTS_DIR=<dir>, with <dir>/"
                   f"{repo_id.split('/')[-1]}/{filename})")
     if isinstance(exc, errors.GatedRepoError):
         return BackendError(
@@ -113,7 +108,6 @@ def _hub_error(exc: Exception, repo_id: str, filename: str, weights_dir: Path | 
 def fetch_file(repo_id: str, filename: str, progress: ProgressFn = no_progress,
                cancel: CancelToken | None = None, weights_dir: Path | None = None) -> Path:
     """Path of ``filename`` from a local folder or the hub cache (downloading it if allowed)."""
-    weights_dir = weights_dir or weights_dir_from_env()
     for folder in filter(None, (_local_repo_dir(weights_dir, repo_id), weights_dir)):
         if (Path(folder) / filename).is_file():
             return Path(folder) / filename
@@ -143,7 +137,6 @@ def fetch_transformers_repo(repo_id: str, progress: ProgressFn = no_progress,
     config names one (the original ``sapiens2_*.safetensors``), else ``model.safetensors`` (or its
     shard index and shards).
     """
-    weights_dir = weights_dir or weights_dir_from_env()
     local = _local_repo_dir(weights_dir, repo_id)
     if local is not None and (local / "config.json").is_file():
         return local
@@ -178,7 +171,6 @@ def cached_or_downloadable(repo_id: str, filenames: list[str] | None = None,
                            weights_dir: Path | None = None) -> bool:
     """Cheap check (no network): the files are in the local folder or the cache, or downloads are
     allowed. ``filenames`` None means a transformers repo (config.json + its weights)."""
-    weights_dir = weights_dir or weights_dir_from_env()
     local = _local_repo_dir(weights_dir, repo_id)
     names = filenames or ["config.json"]
     if local is not None and all((local / n).is_file() for n in names):

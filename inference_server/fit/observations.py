@@ -63,10 +63,16 @@ class PersonObservation:
     scale_px: float  # the person's size in pixels (bounding-box diagonal)
     has_depth: bool
     metric: bool
+    part_pixels: dict  # body class -> pixels of this person showing it (skin or covering it)
 
     @property
     def seen(self) -> np.ndarray:
         return self.weights > 0
+
+    def part_seen(self, part: str, side: str) -> bool:
+        """Whether the segmentation shows this limb part (e.g. 'Lower_Arm', 'left')."""
+        name = f"{side.capitalize()}_{part}"
+        return name in BODY_CLASSES and self.part_pixels.get(name, 0) >= 20
 
 
 def _class_ids(part_names_in) -> dict[str, int]:
@@ -159,9 +165,12 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     allowed = small(mine | others_in_front)
     allowed_dt = ndimage.distance_transform_edt(~allowed).astype(np.float32)
     part_dt = np.zeros((len(BODY_CLASSES), gh, gw), np.float32)
+    part_pixels = {}
     for c, cls in enumerate(BODY_CLASSES):
         show = {cls} | {n for n in ids if cls in covered_classes(n)}
         show_ids = [ids[n] for n in show if n in ids]
+        own = mine & (parts == ids[cls]) if cls in ids else np.zeros_like(mine)
+        part_pixels[cls] = int(own.sum())  # the part's own label: clothing does not say which limb
         m = small(mine & np.isin(parts, show_ids)) | small(others_in_front)
         part_dt[c] = ndimage.distance_transform_edt(~m).astype(np.float32) if m.any() else 0.0
     # Pixels to cover: this person's pixels, skin weighted more than loose covering.
@@ -175,7 +184,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     return PersonObservation(
         person_id, k, (h, w), xy, weights, lifted, two_sided, radius, points, covering,
         allowed_dt, part_dt, s, np.stack([cc + 0.5, rr + 0.5], 1), cover_w, scale_px,
-        has_depth, bool(metric) and has_depth)
+        has_depth, bool(metric) and has_depth, part_pixels)
 
 
 def _downsample(m: np.ndarray, gh: int, gw: int) -> np.ndarray:

@@ -42,6 +42,11 @@ _BODY_BONES = ("spine05", "spine04", "spine03", "spine02", "spine01", "neck01", 
 _FINGER_BONES = tuple(f"finger{n}-{k}.{s}" for s in "LR" for n in range(1, 6) for k in range(1, 4))
 _HINGES = ("lowerleg01.L", "lowerleg01.R", "lowerarm01.L", "lowerarm01.R")
 
+# The segmentation part that shows where a bone's far end went (a limb without its keypoint
+# is still placed by its part).
+_BONE_PART = {"upperarm01": "Upper_Arm", "lowerarm01": "Lower_Arm", "upperleg01": "Upper_Leg",
+              "lowerleg01": "Lower_Leg", "wrist": "Hand", "foot": "Foot"}
+
 # Which keypoints tell about which bone (a bone seen by none is held at rest).
 _BONE_EVIDENCE = {
     "upperarm01": ("elbow",), "lowerarm01": ("wrist",), "wrist": ("forefinger_third_joint", "pinky_finger_third_joint"),
@@ -53,8 +58,8 @@ _BONE_EVIDENCE = {
 @dataclass
 class FitSettings:
     skeleton_steps: int = 40  # L-BFGS iterations
-    surface_steps: int = 8  # L-BFGS iterations per round
-    surface_rounds: int = 2
+    surface_steps: int = 10  # L-BFGS iterations per round
+    surface_rounds: int = 4
     refresh_every: int = 5
     shape_every: int = 4  # skeleton stage: a shape step every N steps (pose-only steps between)
     shape_every_dense: int = 0  # surface stage: 0 = shape held
@@ -208,10 +213,12 @@ class _Problem:
         for bone in _BODY_BONES:
             stem, side = bone.split(".")[0], ("left" if bone.endswith(".L") else "right")
             ev = _BONE_EVIDENCE.get(stem)
-            if ev is None:
-                prior.append(1.0)
-            else:
-                prior.append(0.3 if any(f"{side}_{e}" in seen for e in ev) else 30.0)
+            if ev is None:  # spine, neck, head: nothing measures them directly; their bends
+                prior.append(10.0)  # would otherwise trade off against the body's height
+            elif any(f"{side}_{e}" in seen for e in ev) or obs.part_seen(_BONE_PART.get(stem, ""), side):
+                prior.append(0.3)
+            else:  # no keypoint and no segmentation part: a neutral limb, not noise
+                prior.append(30.0)
         self.prior = torch.tensor(prior, dtype=dt)
         hands = {s: sum(1 for n in seen if n.startswith(s) and ("finger" in n or "thumb" in n))
                  for s in ("left", "right")}
@@ -355,6 +362,10 @@ class _Problem:
             loss = loss + 0.5 * (self.finger_prior[:, None] * self.pose_fingers ** 2).sum()
         # Shapes inside anny's range already (sigmoid); a light pull to the average.
         loss = loss + 0.02 * ((self.shape_logit * self.f.shape_scale) ** 2).sum()
+        # Photos show children and adults: past a young adult, "age" mostly bends the rest posture,
+        # which the pose can mimic; keep it from trading off against height.
+        age = self.phenotypes()[0, 1]
+        loss = loss + 50.0 * torch.relu(age - 0.55) ** 2
         return loss
 
     def surface_terms(self, verts_cam: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# The Sapiens normal axes -> canonical camera frame (x right, y down, z forward, normals towards
+# the camera), the ONE place this convention lives (both families; the runners refer to it).
+# Evidence, as far as it goes (shared reference sapiens.md 2.5/2.8): the maintainers say "camera
+# coordinates, XYZ"; the training code's horizontal-flip augmentation negates channel 0, so x is
+# the image-horizontal axis (kept); no source states the y/z signs, and the only statement (an
+# unverified user comment on facebookresearch/sapiens issue #50) says they are reversed against
+# Metric3D, whose normals are in the canonical frame -> y and z flipped. Because this is not
+# proven, every photo with depth is checked against the depth-derived normals (an axis flips only
+# on clear geometric evidence, and the flip is reported); without depth the notes say the normals
+# are NOT calibrated.
+SAPIENS_NORMAL_SIGNS = (1.0, -1.0, -1.0)
 MIN_CALIBRATION_PIXELS = 64
 # A sign change must raise the mean cosine by this much: protects against flipping on noise.
 MIN_COSINE_GAIN = 0.05
@@ -68,6 +79,11 @@ class NormalCalibration:
         return (f"normal self-calibration: flipped axes {self.flipped_axes}; mean angle to the "
                 f"depth-derived normals {self.before_deg:.1f} -> {self.agreement_deg:.1f} deg "
                 f"over {self.pixels} px")
+
+
+def describe_signs(signs) -> str:
+    """(1, -1, -1) -> "(x, -y, -z)"."""
+    return "(" + ", ".join(("-" if v < 0 else "") + a for a, v in zip("xyz", signs)) + ")"
 
 
 def _mean_angle(dots: np.ndarray) -> float:

@@ -77,7 +77,12 @@ def photo_tensor(image: np.ndarray, device="cpu"):
     arr = np.ascontiguousarray(image)
     if not arr.flags.writeable:  # torch.from_numpy warns on read-only buffers (decoded photos)
         arr = arr.copy()
-    return torch.from_numpy(arr).to(device).permute(2, 0, 1).unsqueeze(0).float()
+    pixels = torch.from_numpy(arr)
+    if str(device).startswith("cuda"):  # pinned + non-blocking: the copy overlaps queued GPU work
+        pixels = pixels.pin_memory().to(device, non_blocking=True)
+    else:
+        pixels = pixels.to(device)
+    return pixels.permute(2, 0, 1).unsqueeze(0).float()
 
 
 def to_model_input(photo, plan: InputPlan, mean, std):

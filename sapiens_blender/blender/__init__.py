@@ -6,3 +6,7 @@ carry ``bl_options = {'UNDO'}``, so one click is one undo step. Builders only *a
 with fresh names; nothing the user already had is renamed, changed or deleted (the scene's
 render resolution and active camera are the documented exception, see ``camera.py``).
 """
+
+from .deterministic import import_bpy as _import_bpy
+
+_import_bpy()  # before any module of this package imports bpy: deterministic exports

@@ -9,12 +9,14 @@ interrupted batch can find and remove them.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 from pathlib import Path
 
 import bpy
 
-from ..core.atomic_files import TEMP_MARK, remove_stale_temp_files, temp_path_for  # noqa: F401
+from ..core.atomic_files import TEMP_MARK, atomic_output, output_path, remove_stale_temp_files  # noqa: F401
 from .body import interchange_weights
 from .context import preserved_selection, select_only
 
@@ -32,43 +34,72 @@ def export_format(path: str | os.PathLike) -> str:
     return FORMATS[suffix]
 
 
-def export(path: str | os.PathLike, objects: list | None = None) -> Path:
+def export(path: str | os.PathLike, objects: list | None = None, animation: bool = False) -> Path:
     """Export ``objects`` (default: the whole scene) to ``path``; the suffix picks the format.
+
+    ``animation``: include the objects' actions (glTF animation channels, an FBX take per action).
 
     .blend always saves the whole file (a copy: the current file name is not changed).
     """
-    path = Path(path).resolve()
-    fmt = export_format(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path_for(path)
-    try:
-        if fmt == "blend":
-            bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False, compress=False)
-        else:
-            with preserved_selection() as view_layer:
-                chosen = list(objects) if objects is not None else list(view_layer.objects)
-                select_only(view_layer, chosen, chosen[0] if chosen else None)
-                try:
-                    with interchange_weights(chosen):  # fitted bodies: <= 4 influences, renormalised
-                        select_only(view_layer, chosen, chosen[0] if chosen else None)
-                        if fmt in ("glb", "gltf"):
-                            _export_gltf(tmp, fmt)
-                        else:
-                            _export_fbx(tmp)
-                except RuntimeError as exc:  # the exporter's own traceback, as an operator error
-                    raise ExportError(f"the {fmt} exporter failed for {path.name}: {exc}") from exc
-        if not tmp.exists():
-            raise ExportError(f"the {fmt} exporter wrote nothing for {path.name}")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        if fmt == "gltf":
-            tmp.with_suffix(".bin").unlink(missing_ok=True)
-        raise
+    path = output_path(path)  # not resolved: a link at the output is replaced, not followed
+    export_format(path)
+    with atomic_output(path) as tmp:
+        _write(path, tmp, objects, animation)
     return path
 
 
-def _export_gltf(tmp: Path, fmt: str) -> None:
+def export_all(paths, objects: list | None = None, animation: bool = False) -> list[Path]:
+    """Export to every path or to none: each is written to its temporary file first, and they
+    replace their outputs only once every export has succeeded."""
+    outputs = [output_path(p) for p in paths]
+    for out in outputs:
+        export_format(out)
+    with contextlib.ExitStack() as stack:
+        temps = [stack.enter_context(atomic_output(out)) for out in outputs]
+        for out, tmp in zip(outputs, temps):
+            _write(out, tmp, objects, animation)
+    return outputs
+
+
+def _write(path: Path, tmp: Path, objects, animation: bool = False) -> None:
+    fmt = export_format(path)
+    if fmt == "blend":
+        try:
+            bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False,
+                                        compress=False)
+        except RuntimeError as exc:  # e.g. a full disk: say so, not "cannot save"
+            raise ExportError(f"cannot write {path.name}: {_disk_reason(tmp, exc)}") from exc
+    else:
+        with preserved_selection() as view_layer:
+            chosen = list(objects) if objects is not None else list(view_layer.objects)
+            select_only(view_layer, chosen, chosen[0] if chosen else None)
+            try:
+                with interchange_weights(chosen):  # fitted bodies: <= 4 influences, renormalised
+                    select_only(view_layer, chosen, chosen[0] if chosen else None)
+                    if fmt in ("glb", "gltf"):
+                        _export_gltf(tmp, fmt, animation)
+                    else:
+                        _export_fbx(tmp, animation)
+            except RuntimeError as exc:  # the exporter's own traceback, as an operator error
+                raise ExportError(f"the {fmt} exporter failed for {path.name}: {exc}") from exc
+    if not tmp.exists():
+        raise ExportError(f"the {fmt} exporter wrote nothing for {path.name}")
+
+
+def _disk_reason(tmp: Path, exc: Exception) -> str:
+    """Blender reports a failed save as a RuntimeError naming the temporary file; the cause
+    that matters to the user (disk full, no permission) is the folder's state."""
+    folder = tmp.parent
+    with contextlib.suppress(OSError):
+        free = shutil.disk_usage(folder).free
+        if free < 64 * 1024 * 1024:
+            return f"the disk holding {folder} is full ({free // 1024} KiB free)"
+    if not os.access(folder, os.W_OK):
+        return f"{folder} is not writable"
+    return str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+
+
+def _export_gltf(tmp: Path, fmt: str, animation: bool = False) -> None:
     result = bpy.ops.export_scene.gltf(
         filepath=str(tmp),
         export_format="GLB" if fmt == "glb" else "GLTF_EMBEDDED",
@@ -80,7 +111,10 @@ def _export_gltf(tmp: Path, fmt: str) -> None:
         export_apply=False,
         export_skins=True,
         export_rest_position_armature=False,  # nodes carry the current pose; the bind pose is the rest
-        export_animations=False,
+        export_animations=animation,
+        # Every key as written (the action is baked already): no resampling, no simplification.
+        export_force_sampling=False,
+        export_optimize_animation_size=False,
         export_image_format="AUTO",
         export_tangents=True,  # the MikkTSpace frames the tangent-space normal texture was baked for
     )
@@ -88,7 +122,7 @@ def _export_gltf(tmp: Path, fmt: str) -> None:
         raise ExportError(f"glTF export failed: {result}")
 
 
-def _export_fbx(tmp: Path) -> None:
+def _export_fbx(tmp: Path, animation: bool = False) -> None:
     result = bpy.ops.export_scene.fbx(
         filepath=str(tmp),
         use_selection=True,
@@ -97,7 +131,10 @@ def _export_fbx(tmp: Path) -> None:
         path_mode="COPY",
         embed_textures=True,
         apply_unit_scale=True,
-        bake_anim=False,
+        bake_anim=animation,
+        bake_anim_use_all_actions=False,  # a take per object's own action, not every action
+        bake_anim_use_nla_strips=False,
+        bake_anim_simplify_factor=0.0,  # keep a key per frame
     )
     if "FINISHED" not in result:
         raise ExportError(f"FBX export failed: {result}")

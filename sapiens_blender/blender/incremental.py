@@ -19,18 +19,23 @@ Only Sapiens-tagged data is changed. The user's own material slots on the mesh a
 
 from __future__ import annotations
 
+import time
+
 import bpy
 import numpy as np
 
 from ..core.geometry import normals as geo_normals
+from ..core.geometry.weights import constrain_weights
+from ..core.goliath import KEYPOINT_INDEX
 from ..core.geometry.types import GeometryError, SurfaceMesh
 from ..core.maps import Maps
 from . import armature, camera, context, identity, materials, mesh, skinning
-from . import build_steps as steps
+from ..core import build_steps as steps
 from .images import image_from_array
 
 TANGENT_FILL = np.array([0.0, 0.0, 1.0], np.float32)  # "no change" in tangent space
 NORMAL_TEXTURE_NODE, NORMAL_MAP_NODE = "Normal texture", "Normal map"
+CHIN_CONFIDENCE = 0.3  # below it the head/neck split goes by proportions, not the chin
 STRIDE, CLOSED, NORMAL_SPACE = "sapiens_stride", "sapiens_closed", "sapiens_normal_space"
 
 
@@ -43,6 +48,7 @@ class Scope:
         self.scene = bpy.context.scene
         self.base = f"Sapiens {options.name}"
         self._root = self._photo = self._camera = self._body = None
+        self._made: list = []  # images and materials made by this build (found again without reuse)
 
     def find_object(self, role, person=None, anchor=None):
         return identity.find_object(self.scene, self.key, role, person, anchor) if self.reuse else None
@@ -51,7 +57,14 @@ class Scope:
         return identity.find_collection(self.scene, self.key, role, person) if self.reuse else None
 
     def find_data(self, data, role, person=None, **extra):
-        return identity.find_data(data, self.key, role, person, **extra) if self.reuse else None
+        """Tagged data of this analysis; without reuse only what this build made itself (an
+        API build must not pick up an earlier one's, nor make a second normals image)."""
+        pool = data if self.reuse else self._made  # roles tell images and materials apart
+        return identity.find_data(pool, self.key, role, person, **extra)
+
+    def made(self, data):
+        self._made.append(data)
+        return data
 
     def root(self) -> bpy.types.Collection:
         if self._root is None:
@@ -65,7 +78,7 @@ class Scope:
             self._photo = self.find_data(bpy.data.images, identity.PHOTO)
             if self._photo is None:
                 image = image_from_array(f"{self.base} photo", self.maps.image)
-                self._photo = identity.tag(image, self.key, identity.PHOTO)
+                self._photo = self.made(identity.tag(image, self.key, identity.PHOTO))
         return self._photo
 
     def body(self):
@@ -107,8 +120,9 @@ class PersonBuild:
     def __init__(self, scope: Scope, pid: int):
         self.scope, self.pid = scope, pid
         self.label = f"{scope.base} person {pid}"
-        self.report: dict = {"warnings": [], "built": [], "kept": []}
+        self.report: dict = {"warnings": [], "notes": [], "built": [], "kept": []}
         self._surface: SurfaceMesh | None = None
+        self._skeleton = None  # the skeleton this build made (the skinning step reuses it)
         self.collection = scope.find_collection(identity.PERSON_COLLECTION, pid)
         self.mesh = scope.find_object(identity.MESH, pid, self.collection)
         self.armature = scope.find_object(identity.ARMATURE, pid, self.collection)
@@ -181,7 +195,7 @@ class PersonBuild:
         mat = self.scope.find_data(bpy.data.materials, identity.PHOTO_MATERIAL, self.pid)
         if mat is None:
             mat = materials.build_photo_material(f"{self.label} photo", self.scope.photo())
-            identity.tag(mat, self.scope.key, identity.PHOTO_MATERIAL, self.pid)
+            self.scope.made(identity.tag(mat, self.scope.key, identity.PHOTO_MATERIAL, self.pid))
         space = self.mesh.get(NORMAL_SPACE) if self.mesh is not None else None
         if space:
             set_normal_texture(mat, self.normal_image(space), space)
@@ -202,7 +216,7 @@ class PersonBuild:
                 else:
                     texture = geo_normals.encode_normal_texture(geo_normals.object_space_normal_map(maps, self.pid))
                 image = image_from_array(f"{self.label} normals", texture, non_color=True)  # 8-bit: < 0.5°
-            identity.tag(image, self.scope.key, identity.NORMALS, self.pid)
+            self.scope.made(identity.tag(image, self.scope.key, identity.NORMALS, self.pid))
             image[NORMAL_SPACE] = space
         return image
 
@@ -255,10 +269,12 @@ class PersonBuild:
         self._note("part materials", not (has_materials and has_groups))
 
     # --- armature -----------------------------------------------------------------------------
-    def ensure_armature(self) -> None:
-        obj = self.ensure_mesh()
+    def ensure_armature(self, skin: bool = True) -> None:
+        """The armature (kept if there is one), then, with ``skin``, the skinning (which the
+        panel runs in its own steps, ``skinning_steps``: bone heat alone can take seconds)."""
+        self.ensure_mesh()
         opts, timer = self.scope.options, self.scope.timer
-        skel = None
+        skel = self._skeleton
         if self.armature is None:
             with timer("armature"):
                 skel, joint_report, self.joints = steps.skeleton(self.scope.maps, self.pid, self.surface(),
@@ -269,18 +285,39 @@ class PersonBuild:
             self.armature = arm
             self.report.update(bones=len(skel.names), estimated_bones=int(np.count_nonzero(skel.estimated)),
                                joints=joint_report)
-            filled = joint_report.get("filled", [])
-            if filled:
-                self.report["warnings"].append(f"joints filled in (estimated): {', '.join(sorted(filled))}")
+            filled = sorted(joint_report.get("filled", []))
+            if filled:  # one sentence for both counts: bones are estimated because joints were
+                self.report["notes"].append(
+                    f"{self.report['estimated_bones']} of {len(skel.names)} bones are estimated from "
+                    f"{len(filled)} joints filled in: {', '.join(filled)}")
+            self._skeleton = skel
         self._note("armature", skel is not None)
+        if skin:
+            for _ in self.skinning_steps():
+                pass
+
+    def skinning_steps(self):
+        """Skin the mesh to the armature, in steps (yields each next step's name)."""
+        self.ensure_armature(skin=False)
+        obj, opts = self.mesh, self.scope.options
         if opts.skinning == "none" or is_skinned(obj, self.armature):
             return
+        skel = self._skeleton
         if skel is None:  # a kept armature: the skeleton is only needed for the fallback weights
             skel, _, self.joints = steps.skeleton(self.scope.maps, self.pid, self.surface(), opts.joints)
         for mod in [m for m in obj.modifiers if m.type == "ARMATURE" and m.object is None]:
             obj.modifiers.remove(mod)  # left behind by a deleted armature of ours
-        with timer("skinning"):
-            self.report["skinning"] = self._skin(obj, skel)
+        work = self._skin_steps(obj, skel)
+        while True:  # time only the work, not the pauses between the panel's steps
+            started = time.perf_counter()
+            try:
+                stage = next(work)
+            except StopIteration as done:
+                self.scope.timer.add("skinning", time.perf_counter() - started)
+                self.report["skinning"] = done.value
+                break
+            self.scope.timer.add("skinning", time.perf_counter() - started)
+            yield stage
         self._note("skinning", True)
         skin = self.report["skinning"]
         if skin["unweighted_vertices"]:
@@ -289,19 +326,29 @@ class PersonBuild:
             self.report["warnings"].append(
                 f"bone heat left {skin['fallback_vertices']} vertices unweighted: part-based weights used there")
 
-    def _skin(self, obj, skel) -> dict:
+    def _skin_steps(self, obj, skel):
         opts, surface = self.scope.options, self.surface()
         weights = steps.part_weights(surface, skel, self.scope.maps)
         proxy = None
         if opts.skinning == "auto" and len(surface.vertices) > opts.bone_heat_max_vertices:
+            yield "proxy mesh"
             stride = int(obj.get(STRIDE, opts.stride))
             coarse = steps.proxy_stride(stride, len(surface.vertices), opts.bone_heat_max_vertices)
             proxy_surface = steps.surface(self.scope.maps, self.pid, coarse, bool(obj.get(CLOSED, opts.closed)))
             proxy = mesh.build_mesh_object(proxy_surface, f"{self.label} weight proxy", self.ensure_collection())
         try:
-            return skinning.skin(obj, self.armature, weights, list(skel.names), opts.skinning, proxy=proxy)
+            maps = self.scope.maps
+            chin = maps.person_keypoints(self.pid)[KEYPOINT_INDEX["tip_of_chin"]]
+            chin = chin[:2] if chin[2] >= CHIN_CONFIDENCE else None
+
+            def constrain(dense):
+                return constrain_weights(dense, surface, skel, maps.part_names, weights, chin=chin,
+                                         intrinsics=maps.intrinsics)
+
+            return (yield from skinning.skin_steps(obj, self.armature, weights, list(skel.names), opts.skinning,
+                                                   proxy=proxy, constrain=constrain))
         finally:
-            if proxy is not None:  # our own temporary object
+            if proxy is not None:  # our own temporary object (also when the build is cancelled)
                 proxy_mesh = proxy.data
                 bpy.data.objects.remove(proxy)
                 bpy.data.meshes.remove(proxy_mesh)

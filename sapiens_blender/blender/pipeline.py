@@ -19,7 +19,7 @@ import bpy
 
 from ..core.geometry.types import GeometryError, Joint
 from ..core.maps import Maps
-from . import incremental
+from . import incremental, lighting
 
 
 @dataclass
@@ -27,6 +27,7 @@ class BuildOptions:
     name: str = "photo"  # the photo's stem, used in every name
     stride: int = 1  # one vertex per `stride` pixels
     closed: bool = False  # watertight body (front + inferred back) instead of the visible surface
+    body: str = "none"  # 'none', or a fitted full body: 'minimal' or 'clothed' (the body fit)
     normal_space: str = "OBJECT"  # 'OBJECT' (exact, Blender) or 'TANGENT' (glTF/FBX/game engines)
     part_materials: bool = True
     armature: bool = True
@@ -34,8 +35,8 @@ class BuildOptions:
     people: list[int] | None = None  # person ids to build (default: all in the mask)
     joints: dict[int, dict[str, Joint]] | None = None  # 3D joints per person id (a joints file)
     make_active_camera: bool = True
-    body: str = "none"  # the fitted body: 'none', 'minimal' (the body alone) or 'clothed' (+ the photo's clothing)
-    rig_names: str = "anny"  # body bone names: 'anny', 'rigify', 'mixamo' or 'unreal' (core/body_rig.py)
+    lighting: bool = True  # a world and a sun from the photo where the scene has none (renders not black)
+    rig_names: str = "anny"  # the fitted body's bone names: 'anny', 'rigify', 'mixamo' or 'unreal' (core/body_rig.py)
     # Bone heat runs on a coarser proxy of the surface above this many vertices (then the weights
     # are transferred): it costs ~5 s at 19k vertices and ~36 s at 77k.
     bone_heat_max_vertices: int = 20000
@@ -73,6 +74,14 @@ class BuildResult:
         lines = [f"people: {len(self.people)}"]
         if self.report.get("warning"):
             lines.append(f"warning: {self.report['warning']}")
+        lines += self.person_lines()
+        lines.append("seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in self.timings.items()))
+        return "\n".join(lines)
+
+    def person_lines(self) -> list[str]:
+        """Per person: one line of facts, then its notes (information) and warnings (problems),
+        each said once. The CLI's build and demo print these same lines."""
+        lines = []
         for p in self.people:
             r = p.report
             if r.get("body"):
@@ -82,28 +91,27 @@ class BuildResult:
                              f"{b['bones']} bones, {len(b.get('parts', []))} part materials"
                              + (f", clothing up to {100 * clothing['max_thickness_m']:.1f} cm"
                                 if clothing.get("max_thickness_m") else ""))
-                if p.mesh is None:
-                    for warning in r.get("warnings", []):
-                        lines.append(f"    warning: {warning}")
-                    continue
+            if p.mesh is None:  # the body alone
+                lines += [f"    note: {note}" for note in r.get("notes", [])]
+                lines += [f"    warning: {warning}" for warning in r.get("warnings", [])]
+                continue
             lines.append(
                 f"  person {p.person_id}: {r.get('vertices', 0)} vertices, {r.get('faces', 0)} faces, "
                 f"{len(r.get('parts', []))} parts, {r.get('bones', 0)} bones"
-                + (f" ({r['estimated_bones']} estimated)" if r.get("estimated_bones") else "")
                 + (f", skinning {r['skinning']['method']}" if r.get("skinning") else "")
-                + (f", {r['skinning']['fallback_vertices']} vertices with part weights"
-                   if r.get("skinning", {}).get("fallback_vertices") else "")
                 + (f" (kept: {', '.join(r['kept'])})" if r.get("kept") else "")
             )
-            for warning in r.get("warnings", []):
-                lines.append(f"    warning: {warning}")
-        lines.append("seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in self.timings.items()))
-        return "\n".join(lines)
+            lines += [f"    note: {note}" for note in r.get("notes", [])]
+            lines += [f"    warning: {warning}" for warning in r.get("warnings", [])]
+        return lines
 
 
 class _Timer:
     def __init__(self):
         self.seconds: dict[str, float] = {}
+
+    def add(self, stage: str, seconds: float) -> None:
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
 
     @contextmanager
     def __call__(self, stage: str):
@@ -116,6 +124,7 @@ class _Timer:
 
 PRODUCTS = ("mesh", "normal_texture", "part_materials", "armature", "body")
 BODY_MODES = ("none", "minimal", "clothed")
+BODY_FIT_AVAILABLE = True  # the panel's "Body" shape is usable (ui/panel.py asks)
 
 
 def build_from_maps(maps: Maps, options: BuildOptions | None = None) -> BuildResult:
@@ -143,6 +152,19 @@ def build_products(maps: Maps, products, options: BuildOptions | None = None, *,
     product implies the camera and the person's mesh. ``key`` identifies the analysis (default:
     a fingerprint of the maps). ``part_materials``/``armature`` in ``options`` are ignored here.
     """
+    steps = iter_build_products(maps, products, options, reuse=reuse, key=key)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def iter_build_products(maps: Maps, products, options: BuildOptions | None = None, *, reuse: bool = True,
+                        key: str | None = None):
+    """``build_products`` in steps, for the panel: yields ``(stage, fraction)`` before each step
+    and returns the BuildResult. Stopping between steps leaves what was built so far, which a
+    later build with ``reuse`` finds and completes."""
     options = options or BuildOptions()
     if options.normal_space not in ("OBJECT", "TANGENT"):
         raise ValueError(f"normal_space must be 'OBJECT' or 'TANGENT', got {options.normal_space!r}")
@@ -165,24 +187,47 @@ def build_products(maps: Maps, products, options: BuildOptions | None = None, *,
         raise GeometryError(f"no person {unknown} in the maps; people present: {maps.person_ids}")
     timer = _Timer()
     scope = incremental.Scope(maps, options, timer, reuse, key)
+    relief = bool(set(products) - {"body"})
+    steps_per_person = [("surface", None), ("mesh", None)] if relief else []
+    steps_per_person += [("normal texture", "normal_texture")] if "normal_texture" in products else []
+    steps_per_person += [("part materials", "part_materials")] if "part_materials" in products else []
+    if "armature" in products:
+        steps_per_person += [("armature", "armature"), ("skinning", "armature")]
+    if "body" in products:
+        steps_per_person += [("body", "body")]
+    total = len(people) * len(steps_per_person) + 1
+    done = 0
     results = []
     for pid in people:
         person = incremental.PersonBuild(scope, pid)
-        if set(products) - {"body"}:
-            person.ensure_mesh()
-        if "body" in products:
-            person.ensure_body()
-        if "normal_texture" in products:
-            person.ensure_normal_texture(options.normal_space)
-        if "part_materials" in products:
-            person.ensure_part_materials()
-        if "armature" in products:
-            person.ensure_armature()
+        for stage, _ in steps_per_person:
+            label = f"person {pid}: {stage}" if len(people) > 1 else stage
+            yield label, done / total
+            done += 1
+            if stage == "surface":
+                if person.mesh is None:  # the geometry (numpy) apart from the mesh object
+                    person.surface()
+            elif stage == "mesh":
+                person.ensure_mesh()
+            elif stage == "normal texture":
+                person.ensure_normal_texture(options.normal_space)
+            elif stage == "part materials":
+                person.ensure_part_materials()
+            elif stage == "armature":
+                person.ensure_armature(skin=False)
+            elif stage == "skinning":
+                for sub in person.skinning_steps():
+                    yield f"{label}: {sub}", (done - 0.5) / total
+            elif stage == "body":
+                person.ensure_body()
         results.append(PersonResult(pid, person.ensure_collection(), person.mesh, person.armature,
                                     person.finish(), person.body_mesh, person.body_armature, person.joints))
+    yield "world and light", done / total
     cam, _ = scope.camera()
+    with timer("world and light"):
+        lit = lighting.ensure_world_and_light(scope.scene, maps, scope.base, scope.root()) if options.lighting else []
     report = {"source": maps.source, "metric": bool(maps.metric), "size": [maps.width, maps.height],
-              "analysis": scope.key}
+              "analysis": scope.key, "added": lit}
     if not maps.metric:
         report["warning"] = "relative depth (not metric): sizes are only plausible, not measured"
     return BuildResult(cam, scope.root(), results, timer.seconds, report)

@@ -117,6 +117,7 @@ def skin(
     bone_names: list[str],
     method: str = "auto",
     proxy: bpy.types.Object | None = None,
+    constrain=None,
 ) -> dict:
     """Parent the mesh to the armature and make sure every vertex is weighted.
 
@@ -126,14 +127,29 @@ def skin(
     in the scene) bone heat is solved on the proxy and its weights transferred: bone heat grows
     much faster than linearly with the vertex count (36 s at 77k vertices, see
     docs/performance.md), the transferred weights are smooth anyway.
+    ``constrain`` (dense [N,B] -> dense [N,B], e.g. the geometry core's constrain_weights)
+    then rewrites every vertex's weights: on its part, at most 4 bones, renormalised.
     Returns a report: method used, how many vertices fell back, and whether any stay unweighted.
     """
+    steps = skin_steps(mesh_obj, arm_obj, fallback_weights, bone_names, method, proxy, constrain)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def skin_steps(mesh_obj, arm_obj, fallback_weights, bone_names, method="auto", proxy=None, constrain=None):
+    """``skin`` in steps: yields the name of the next step, returns the report. Bone heat is
+    one Blender operator call and cannot be split further."""
     report = {"method": method, "fallback_vertices": 0, "vertices": len(mesh_obj.data.vertices)}
     if method == "auto":
+        yield "bone heat"
         try:
             if proxy is not None:
                 parent_with_automatic_weights(proxy, arm_obj)
                 parent_with_armature(mesh_obj, arm_obj)
+                yield "weight transfer"
                 transfer_weights(proxy, mesh_obj)
                 report["proxy_vertices"] = len(proxy.data.vertices)
             else:
@@ -145,10 +161,96 @@ def skin(
         parent_with_armature(mesh_obj, arm_obj)
     else:
         raise ValueError(f"skinning method must be 'auto' or 'parts', got {method!r}")
+    yield "weight check"
     missing = unweighted_vertices(mesh_obj, arm_obj)
     if missing.any() and fallback_weights is not None:
         write_weights(mesh_obj, bone_names, fallback_weights, np.flatnonzero(missing))
         report["fallback_vertices"] = int(missing.sum())
-        missing = unweighted_vertices(mesh_obj, arm_obj)
+    if constrain is not None:
+        yield "weights on their parts"
+        constrained = constrain(read_weights(mesh_obj, bone_names))
+        for part in replace_weights_steps(mesh_obj, bone_names, constrained):
+            yield f"writing weights {part}"
+        report["max_influences"] = int(max_influences(mesh_obj, bone_names))
+    yield "final check"
+    missing = unweighted_vertices(mesh_obj, arm_obj)
     report["unweighted_vertices"] = int(missing.sum())
     return report
+
+
+def replace_weights(mesh_obj: bpy.types.Object, bone_names: list[str], dense: np.ndarray) -> None:
+    """The bones' vertex groups become exactly ``dense`` [N,B] (other groups are untouched)."""
+    for _ in replace_weights_steps(mesh_obj, bone_names, dense):
+        pass
+
+
+def replace_weights_steps(mesh_obj, bone_names: list[str], dense: np.ndarray, bones_per_step: int = 6):
+    """``replace_weights`` a few bones at a time; yields "k/n" before each batch."""
+    for name in bone_names:
+        group = mesh_obj.vertex_groups.get(name)
+        if group is not None:
+            mesh_obj.vertex_groups.remove(group)
+    batches = [list(range(i, min(i + bones_per_step, len(bone_names))))
+               for i in range(0, len(bone_names), bones_per_step)]  # fmt: skip
+    for k, columns in enumerate(batches):
+        yield f"{k + 1}/{len(batches)}"
+        part = np.zeros_like(dense)
+        part[:, columns] = dense[:, columns]
+        write_weights(mesh_obj, bone_names, part)
+
+
+def max_influences(mesh_obj: bpy.types.Object, bone_names: list[str]) -> int:
+    """The most bones any vertex follows (glTF and FBX carry 4)."""
+    dense = read_weights(mesh_obj, bone_names)
+    return int((dense > 0).sum(axis=1).max(initial=0))
+
+
+def read_weights(mesh_obj: bpy.types.Object, group_names: list[str]) -> np.ndarray:
+    """Dense float32 [N, len(group_names)] vertex-group weights (0 where a vertex is not in a
+    group, or the group does not exist), read in one evaluation: a temporary Geometry Nodes
+    modifier stores each group as a named attribute of the evaluated mesh, read with
+    foreach_get (VertexGroup.weight() would be a per-vertex Python loop)."""
+    n = len(mesh_obj.data.vertices)
+    out = np.zeros((n, len(group_names)), np.float32)
+    present = [(i, name) for i, name in enumerate(group_names) if mesh_obj.vertex_groups.get(name) is not None]
+    if not present or n == 0:
+        return out
+    tree = bpy.data.node_groups.new("sapiens weight reader", "GeometryNodeTree")
+    modifier = None
+    disabled = []
+    try:
+        tree.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
+        tree.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
+        nodes, links = tree.nodes, tree.links
+        geometry = nodes.new("NodeGroupInput").outputs[0]
+        for i, name in present:
+            source = nodes.new("GeometryNodeInputNamedAttribute")
+            source.data_type = "FLOAT"
+            source.inputs["Name"].default_value = name
+            store = nodes.new("GeometryNodeStoreNamedAttribute")
+            store.data_type, store.domain = "FLOAT", "POINT"
+            store.inputs["Name"].default_value = f"sapiens_read_{i}"
+            links.new(geometry, store.inputs["Geometry"])
+            links.new(source.outputs["Attribute"], store.inputs["Value"])
+            geometry = store.outputs["Geometry"]
+        links.new(geometry, nodes.new("NodeGroupOutput").inputs[0])
+        for mod in mesh_obj.modifiers:  # read the weights, not the deformed or subdivided mesh
+            if mod.show_viewport:
+                disabled.append(mod)
+                mod.show_viewport = False
+        modifier = mesh_obj.modifiers.new("sapiens weight reader", "NODES")
+        modifier.node_group = tree
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        evaluated = mesh_obj.evaluated_get(depsgraph)
+        data = evaluated.data
+        column = np.empty(n, np.float32)
+        for i, _ in present:
+            data.attributes[f"sapiens_read_{i}"].data.foreach_get("value", column)
+            out[:, i] = column
+    finally:
+        if modifier is not None:
+            mesh_obj.modifiers.remove(modifier)
+        for mod in disabled:
+            mod.show_viewport = True
+        bpy.data.node_groups.remove(tree)
+    return out

@@ -9,6 +9,7 @@ numpy + stdlib only (previews use the bundled PNG writer).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import threading
@@ -32,7 +33,9 @@ def register(subparsers) -> None:
     p.add_argument("--tasks", default=",".join(TASKS),
                    help="comma list of seg,normal,depth,pose (default: all)")
     p.add_argument("--max-side", type=int, default=None, help="long side of the maps (default: server's 1024)")
-    p.add_argument("--flip-test", action="store_true", help="average with the mirrored photo (slower)")
+    p.add_argument("--flip-test", action=argparse.BooleanOptionalAction, default=None,
+                   help="Sapiens pose: average with the mirrored person crop (server default: on; "
+                        "--no-flip-test saves the second pose pass)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default=None,
                    help="device of a server started for this run (default auto)")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16", "int8"), default=None,
@@ -140,11 +143,13 @@ def run(args) -> int:
     if missing:
         print(f"error: no such photo: {', '.join(missing)}", file=sys.stderr)
         return 2
+    from ..core.atomic_files import check_writable
+
     out_dir = Path(args.out)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        check_writable([out_dir / f"{p.stem}.npz" for p in photos])
     except OSError as exc:
-        print(f"error: cannot create the output folder {out_dir}: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     stems = [p.stem for p in photos]
     if len(set(stems)) != len(stems):
@@ -172,7 +177,7 @@ def run(args) -> int:
             start = time.perf_counter()
             try:
                 maps = analyze_photo(client, photo, args.model, tasks=tasks, max_side=args.max_side,
-                                     flip_test=args.flip_test or None, progress=bar.for_photo(i, photo.name))
+                                     flip_test=args.flip_test, progress=bar.for_photo(i, photo.name))
                 written = write_outputs(maps, out_dir, photo.stem, previews=not args.no_previews)
             except (SapiensServerError, MapsError, OSError, ValueError) as exc:
                 return i, photo, exc, None, [], time.perf_counter() - start

@@ -56,7 +56,7 @@ def find_inputs(folder: Path) -> list[Path]:
 
 
 def run(args) -> int:
-    from ..core.atomic_files import remove_stale_temp_files
+    from ..core.atomic_files import check_writable, remove_stale_temp_files
 
     src, out = Path(args.input_dir), Path(args.out)
     formats = [f.strip().lower().lstrip(".") for f in args.format.split(",") if f.strip()]
@@ -71,7 +71,11 @@ def run(args) -> int:
                            "--jobs must be at least 1" if args.jobs < 1 else "no format given"),
               file=sys.stderr)
         return 2
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        check_writable([out / f"probe.{formats[0]}"])
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     stale = remove_stale_temp_files(out)
     if stale:
         print(f"removed {len(stale)} temporary file(s) of an interrupted run", file=sys.stderr)
@@ -91,6 +95,7 @@ def run(args) -> int:
     total = len(jobs) + skipped + len(failures)
     progress = Progress(total, skipped, len(failures))
     server = None
+    restore = _sigterm_interrupts()
     try:
         if any(needs_server(Path(j["input"]), bool(args.body)) for j in jobs):
             server, problem = _server(args)
@@ -103,6 +108,7 @@ def run(args) -> int:
             progress.step(ok=False)
         run_workers([j for j in jobs if "error" not in j], args.jobs, progress, failures)
     finally:
+        restore()
         if server and server.get("process"):
             server["process"].stop()
     progress.close()
@@ -126,6 +132,22 @@ def needs_server(path: Path, body: bool) -> bool:
             return "fit_person_ids" not in npz.files
     except (OSError, ValueError):
         return False  # the worker reports the unreadable file
+
+
+def _sigterm_interrupts():
+    """Make SIGTERM (``kill PID``) unwind like Ctrl+C, so the builders and the server this
+    batch started are stopped with it. Returns the function that restores the old handler."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        return lambda: None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def _server(args):
@@ -181,6 +203,7 @@ def run_workers(jobs: list[dict], n_workers: int, progress: Progress, failures: 
     pending = list(reversed(jobs))
     selector = selectors.DefaultSelector()
     workers: list[Worker] = []
+    finished = False
     try:
         for _ in range(min(n_workers, len(jobs))):
             workers.append(Worker(selector))
@@ -213,9 +236,10 @@ def run_workers(jobs: list[dict], n_workers: int, progress: Progress, failures: 
                 worker.job = None
                 if pending:
                     worker.send(pending.pop())
+        finished = True
     finally:
         for w in workers:
-            w.close()
+            w.close(kill=not finished)  # interrupted: stop the builders now, not after their job
 
 
 class Worker:
@@ -226,6 +250,7 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from sapiens_blender.cli.batch_worker import main; main()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, bufsize=0,
+            env={**os.environ, "SAPIENS_BATCH_PID": str(os.getpid())},  # see batch_worker.py
         )
         self.selector = selector
         self.job: dict | None = None
@@ -249,11 +274,14 @@ class Worker:
         code = self.proc.wait(timeout=10)
         return f"signal {-code}" if code < 0 else f"exit code {code}"
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
         try:
             self.selector.unregister(self.proc.stdout)
         except (KeyError, ValueError):
             pass
+        if kill and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.close()  # the worker exits at end of input

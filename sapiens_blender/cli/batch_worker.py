@@ -10,16 +10,48 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
 
 
+PARENT_ENV = "SAPIENS_BATCH_PID"
+
+
+def die_with_parent() -> None:
+    """A builder must not outlive its batch (killed, even with SIGKILL): on Linux the kernel
+    kills us when the parent dies; elsewhere a thread notices that the parent changed. A
+    temporary file a killed export leaves is removed by the next batch (its pid is dead)."""
+    parent = int(os.environ.get(PARENT_ENV) or os.getppid())  # the batch says who it is
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:  # the parent died before the call
+            os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def main() -> None:
+    die_with_parent()
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    import bpy  # noqa: F401  (once per process: this is the expensive import)
+    from ..blender.deterministic import import_bpy
+
+    import_bpy()  # once per process (the expensive import), sized for deterministic exports
 
     from .. import api
     from ..blender.pipeline import BuildOptions
@@ -38,8 +70,7 @@ def main() -> None:
             else:
                 result = api.build_from_photo(source, model=job.get("model") or api.DEFAULT_MODEL,
                                               server=job["server"], token=job.get("token"), options=options)
-            for out in job["outputs"]:
-                api.export(out, result)
+            api.export_all(job["outputs"], result)  # all formats or none
             reply = {"ok": True, "summary": result.summary(), "seconds": time.perf_counter() - start}
         except Exception as exc:  # one bad input must not end the batch: report it and go on
             traceback.print_exc()

@@ -120,7 +120,9 @@ def run(args) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        import bpy  # noqa: F401
+        from ..blender.deterministic import import_bpy
+
+        import_bpy()  # same maps, same bytes
     except ImportError:
         print("error: building needs Blender's Python module: pip install 'sapiens-blender[blender]'",
               file=sys.stderr)
@@ -133,13 +135,17 @@ def run(args) -> int:
     from ..core.geometry.types import GeometryError
     from ..core.maps import MapsError
 
+    from ..core.atomic_files import check_writable
+
     started = time.perf_counter()
     try:
+        # Before the analysis and the build: a bad output must cost seconds, not minutes.
+        check_writable([*args.output, *([args.save_maps] if args.save_maps else [])])
         api.new_scene()
         maps, name, analysis_s = load_input(args)
         result = api.build_from_maps(maps, options_from_args(args, name), server=args.server, token=args.token)
         export_s = time.perf_counter()
-        written = [api.export(out, result) for out in args.output]
+        written = api.export_all(args.output, result)  # all or none
         result.timings["export"] = time.perf_counter() - export_s
         if args.save_joints:
             written.append(api.save_joints(args.save_joints, result))

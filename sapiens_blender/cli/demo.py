@@ -58,21 +58,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: the demo needs Blender as a Python module (bpy): {exc}\n"
               "install it with: bash scripts/install.sh app", file=sys.stderr)
         return 3
+    from ..core.atomic_files import check_writable
+
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     stem = photo.stem
+    try:
+        check_writable([out / f"{stem}{ext}" for ext in (".npz", ".blend", ".glb")])
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     timings: dict[str, float] = {}
     total = time.perf_counter()
     try:
         maps, model_info, fit_error = _analyze(photo, args, timings)
-        maps.save(out / f"{stem}.npz")
+        written = [maps.save(out / f"{stem}.npz")]  # every file written is reported
         t = time.perf_counter()
         if fit_error:
             print(f"warning: no body fit ({fit_error}): building the relief instead", file=sys.stderr)
         body = args.body if not fit_error else "none"
         result, rig_error = _build(api, maps, stem, args.stride, body)
         _stage(timings, "build", t)
-        written = []
         for ext in (".blend", ".glb"):
             t = time.perf_counter()
             written.append(api.export(out / f"{stem}{ext}", result))
@@ -146,17 +151,10 @@ def _print_summary(photo, maps, model_info, result, written, timings, total) -> 
     print(f"photo: {photo} ({maps.width}x{maps.height})")
     print(f"maps: {maps.source}")
     print(f"people: {len(people)}")
-    for p in people:
-        r = p.report
-        if r.get("body"):  # the fitted body
-            r = dict(r["body"], warnings=r.get("warnings", []))
-        parts = r.get("parts", [])
-        vertices = r.get("vertices") or (len(p.mesh.data.vertices) if p.mesh is not None else 0)
-        print(f"  person {p.person_id}: {vertices} vertices, "
-              f"{len(parts)} parts, {r.get('bones', 0)} bones"
-              + (f" ({r['estimated_bones']} estimated)" if r.get("estimated_bones") else ""))
-        for warning in r.get("warnings", []):
-            print(f"    note: {warning}")
+    if result.report.get("warning"):
+        print(f"warning: {result.report['warning']}")
+    for line in result.person_lines():
+        print(line)
     build_stages = ", ".join(f"{k} {v:.2f}" for k, v in result.timings.items())
     print("seconds per stage: " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items())
           + f" (build: {build_stages}); total {total:.2f}")

@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""`sapiens-blender package-extension`: build and validate the installable extension zip.
+"""`sapiens-blender package-extension`: build and validate the installable extension zips.
+
+One zip per platform (Blender's `--split-platforms`): each bundles, as manifest `wheels`, what
+the server and its offline model import (cli/extension_wheels.py), so the add-on can run the
+server on Blender's own Python with nothing else installed. `--platform NAME` builds one;
+`--no-wheels` builds the small source-only zip for people who run their own server environment.
 
 Blender's own builder/validator (`blender_ext.py`, standard library only) ships inside the
 `bpy` wheel, so no Blender binary is needed. The zip's root is the add-on package itself, so a
@@ -9,7 +14,8 @@ staging folder is assembled first:
       blender_manifest.toml      (from the repository root)
       __init__.py, core/, ui/, blender/, ...   (the sapiens_blender package)
       server_src/inference_server/   (the server source the add-on launches; only this folder
-                                      goes on the server's PYTHONPATH, see ui/state.py)
+                                      goes on the server's PYTHONPATH, see core/server_runtime.py)
+      wheels/*.whl               (the bundled wheels; Blender installs them on install)
 """
 
 from __future__ import annotations
@@ -22,8 +28,12 @@ import tempfile
 import tomllib
 from pathlib import Path
 
+from . import extension_wheels
+from .extension_wheels import WheelError
+
 MANIFEST = "blender_manifest.toml"
-SERVER_DIR = "server_src"  # must match ui/state.py server_source_root()
+SERVER_DIR = "server_src"  # must match core/server_process.py default_source_root()
+WHEELS_DIR = "wheels"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".*")
 
 
@@ -80,46 +90,104 @@ def _run_tool(args: list[str]) -> str:
     return output
 
 
-def build_extension(out_dir: str | Path, root: Path | None = None) -> Path:
-    """Build the zip into `out_dir` with Blender's builder, validate it, return its path."""
+def _declare_wheels(staging: Path, platforms: list[str], wheels: list[Path]) -> None:
+    """Copy the wheels into the staging folder and name them (and the platforms) in its
+    manifest; top-level keys must come before the first [table]."""
+    folder = staging / WHEELS_DIR
+    folder.mkdir()
+    names = []
+    for wheel in wheels:
+        if not (folder / wheel.name).exists():
+            shutil.copy2(wheel, folder / wheel.name)
+            names.append(f"./{WHEELS_DIR}/{wheel.name}")
+    lines = (staging / MANIFEST).read_text(encoding="utf-8").splitlines()
+    first_table = next(i for i, line in enumerate(lines) if line.startswith("["))
+    declared = [
+        "# Added by package-extension: the platforms built and the wheels they bundle.",
+        "platforms = [" + ", ".join(f'"{p}"' for p in platforms) + "]",
+        "wheels = [",
+        *(f'  "{name}",' for name in names),
+        "]",
+        "",
+    ]
+    (staging / MANIFEST).write_text("\n".join(lines[:first_table] + declared + lines[first_table:]) + "\n",
+                                    encoding="utf-8")
+
+
+def build_extension(
+    out_dir: str | Path,
+    root: Path | None = None,
+    platforms: list[str] | tuple[str, ...] | None = None,
+    bundle_wheels: bool = True,
+    download: bool = True,
+    wheel_cache: Path | None = None,
+    log=lambda message: None,
+) -> list[Path]:
+    """Build the zips into `out_dir` with Blender's builder, validate each, return their paths.
+
+    With `bundle_wheels` (the default) one zip per platform in `platforms` (all four by
+    default) holding that platform's wheels; `download=False` uses only wheels already in the
+    cache and fails clearly when one is missing. Without wheels: one source-only zip."""
     root = Path(root) if root else repository_root()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     builder, tags = find_blender_tools()
+    if not bundle_wheels:
+        return [_build_one(root, out_dir, builder, tags, None, [])]
+    zips = []
+    for platform in platforms or extension_wheels.PLATFORMS:
+        try:
+            wheels = extension_wheels.platform_wheels(platform, wheel_cache, download, log)
+        except WheelError as exc:
+            raise PackagingError(str(exc)) from None
+        zips.append(_build_one(root, out_dir, builder, tags, platform, wheels))
+    return zips
+
+
+def _build_one(root: Path, out_dir: Path, builder: Path, tags: Path, platform: str | None,
+               wheels: list[Path]) -> Path:  # fmt: skip
+    """One zip: for `platform` with its own wheels only (a macOS universal2 wheel must not land
+    in both macOS zips beside the arch-specific one), or source-only when platform is None."""
     with tempfile.TemporaryDirectory(prefix="sapiens_ext_") as tmp:
         staging = stage_extension(root, Path(tmp) / "sapiens_blender")
+        if platform:
+            _declare_wheels(staging, [platform], wheels)
         _run_tool([str(builder), "validate", f"--valid-tags={tags}", str(staging)])
         with open(staging / MANIFEST, "rb") as fh:
             manifest = tomllib.load(fh)
-        zip_path = out_dir / f"{manifest['id']}-{manifest['version']}.zip"
-        _run_tool(
-            [
-                str(builder),
-                "build",
-                f"--source-dir={staging}",
-                f"--output-filepath={zip_path}",
-                f"--valid-tags={tags}",
-            ]
-        )
+        stem = f"{manifest['id']}-{manifest['version']}"
+        split = ["--split-platforms"] if platform else []
+        _run_tool([str(builder), "build", f"--source-dir={staging}", f"--output-filepath={out_dir / stem}.zip",
+                   f"--valid-tags={tags}", *split])  # fmt: skip
+    zip_path = out_dir / (f"{stem}-{platform.replace('-', '_')}.zip" if platform else f"{stem}.zip")
     # Validate what was produced, not only its sources.
     _run_tool([str(builder), "validate", f"--valid-tags={tags}", str(zip_path)])
     return zip_path
 
 
 def _main(args) -> int:
+    platforms = args.platform or None
     try:
-        zip_path = build_extension(args.out)
+        zips = build_extension(args.out, platforms=platforms, bundle_wheels=not args.no_wheels,
+                               download=not args.offline, log=lambda m: print(m, file=sys.stderr))  # fmt: skip
     except PackagingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(zip_path)
+    for zip_path in zips:
+        print(zip_path)
     return 0
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "package-extension",
-        help="build the Blender extension zip with Blender's own builder and validate it",
+        help="build the Blender extension zips (one per platform, with their wheels) and validate them",
     )
-    parser.add_argument("--out", required=True, help="folder to write the .zip into")
+    parser.add_argument("--out", required=True, help="folder to write the .zip files into")
+    parser.add_argument("--platform", action="append", choices=extension_wheels.PLATFORMS,
+                        help="build only this platform's zip (repeatable; default: all four)")
+    parser.add_argument("--offline", action="store_true",
+                        help="use only wheels already in .cache/wheels; fail if one is missing")
+    parser.add_argument("--no-wheels", action="store_true",
+                        help="one small source-only zip: the server then needs its own environment")
     parser.set_defaults(func=_main)

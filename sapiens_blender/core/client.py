@@ -37,6 +37,7 @@ from .errors import (
 )
 
 # A reused keep-alive socket the server already closed fails with one of these; retry once.
+PREALLOCATE_BYTES = 64 * 1024 * 1024  # larger answers grow as their bytes arrive
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
@@ -55,6 +56,7 @@ class V2Client:
         infer_timeout: float = 1800.0,
         connect_timeout: float = 5.0,
         ssl_context: ssl.SSLContext | None = None,
+        max_response_bytes: int = 8 * 1024**3,
     ):
         parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -65,6 +67,7 @@ class V2Client:
         self.token = token
         self.timeout, self.infer_timeout, self.connect_timeout = timeout, infer_timeout, connect_timeout
         self._ssl_context = ssl_context
+        self.max_response_bytes = max_response_bytes  # a remote --server may be anyone's
         self._local = threading.local()
         # thread ident -> that thread's connection (weak: it dies with its thread-local)
         self._connections: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -319,11 +322,20 @@ class V2Client:
             # its answer can still be waiting in our receive buffer.
             pass
         resp = conn.getresponse()
-        if resp.length is not None:
-            total = resp.length  # resp.length counts down as we read: keep the total
-            body = bytearray(total)
+        total = resp.length  # counts down as we read: keep the total
+        if total is not None and total > self.max_response_bytes:
+            raise ProtocolError(
+                f"the inference server at {self.base_url} announced an answer of {total} bytes, "
+                f"more than this client accepts ({self.max_response_bytes}; {method} {url})")
+        if total is not None:
+            # Allocate what arrives, not what is announced: a remote server may lie.
+            body = bytearray(min(total, PREALLOCATE_BYTES))
             view, got = memoryview(body), 0
             while got < total:
+                if got == len(body):
+                    view.release()
+                    body.extend(bytes(min(total - got, max(len(body), PREALLOCATE_BYTES))))
+                    view = memoryview(body)
                 n = resp.readinto(view[got:])
                 if not n:
                     raise ProtocolError(
@@ -331,10 +343,16 @@ class V2Client:
                         f"{got} of {total} bytes ({method} {url}): it may have crashed"
                     )
                 got += n
+            view.release()
             if not resp.isclosed():  # an empty body is not "read" until read() says so
                 resp.read()
         else:
-            body = bytearray(resp.read())
+            body = bytearray()
+            while chunk := resp.read(1 << 20):
+                body += chunk
+                if len(body) > self.max_response_bytes:
+                    raise ProtocolError(f"the answer of the inference server at {self.base_url} "
+                                        f"is longer than {self.max_response_bytes} bytes")
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
 
     def _raise(self, status, headers, body, method, path, model):
@@ -355,5 +373,5 @@ def _loads(body, allow_empty: bool = False):
         return {}
     try:
         return json.loads(bytes(body))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad UTF-8/JSON, huge numbers, deep nesting
         raise ProtocolError(f"the server's answer is not valid JSON: {exc}") from None

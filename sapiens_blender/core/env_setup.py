@@ -24,18 +24,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-# What `python -m inference_server` imports (pyproject.toml extras "server" + "sapiens").
-SERVER_REQUIREMENTS = (
-    "numpy>=1.24,<2",
-    "fastapi>=0.110",
-    "uvicorn>=0.29",
-    "pillow>=10",
-    "mediapipe==0.10.21",
-    "transformers>=5.0",
-    "huggingface_hub>=0.30",
-    "safetensors>=0.4",
-)
-TORCH_REQUIREMENT = "torch>=2.7"
+REQUIREMENTS_DIR = Path(__file__).resolve().parents[1] / "data"
+
+
+def read_requirements(extra: str) -> tuple[str, ...]:
+    """The requirement lines of a pyproject extra: sapiens_blender/data/requirements-<extra>.txt
+    is the one list, read by pyproject.toml (dynamic extras) and by this module."""
+    text = (REQUIREMENTS_DIR / f"requirements-{extra}.txt").read_text(encoding="utf-8")
+    return tuple(line.strip() for line in text.splitlines()
+                 if line.strip() and not line.lstrip().startswith("#"))
+
+
+def _is_torch(requirement: str) -> bool:
+    return requirement.split(">", 1)[0].split("=", 1)[0].split("<", 1)[0].strip() == "torch"
+
+
+# What `python -m inference_server` imports: numpy (the core's one dependency) and the extras
+# "server" + "sapiens" + "fit" (the body fit), torch apart (it comes from the index that fits
+# the machine).
+_SAPIENS = read_requirements("sapiens")
+_FIT = read_requirements("fit")
+SERVER_REQUIREMENTS = tuple(dict.fromkeys(("numpy>=1.24,<2", *read_requirements("server"),
+                                           *(r for r in _SAPIENS + _FIT if not _is_torch(r)))))
+TORCH_REQUIREMENT = next(r for r in _SAPIENS if _is_torch(r))
 CUDA_INDEX = "https://download.pytorch.org/whl/cu128"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 COMPLETE_MARKER = "sapiens_env.json"
@@ -256,8 +267,9 @@ def probe_interpreter(python: str | Path, timeout: float = 60.0) -> dict:
     )
     python = str(python or "").strip()
     if not python:
-        return {"ok": False, "message": "No Python interpreter is set. Use 'Set Up Server "
-                "Environment' or enter the path of a Python 3.10+ with torch installed."}
+        return {"ok": False, "message": "No server environment is set: the server runs on Blender's "
+                "own Python with the bundled packages (the offline MediaPipe model). For Sapiens "
+                "and the body fit use 'Set Up Server Environment' or enter a Python with torch."}
     if not Path(python).is_file():
         return {"ok": False, "message": f"The Python interpreter '{python}' does not exist. "
                 "Pick the python executable of the environment that has torch installed."}

@@ -15,9 +15,25 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Callable
 
-QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
+class JobState(str, Enum):
+    """A job's state (a str, so it prints and serialises as its value)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    __hash__ = str.__hash__  # equal to its value, so dicts keyed by the plain strings find it
+
+    def __str__(self) -> str:
+        return self.value
+
+
+QUEUED, RUNNING, DONE, FAILED, CANCELLED = JobState
 FINISHED_STATES = (DONE, FAILED, CANCELLED)
 
 

@@ -23,7 +23,7 @@ numpy + stdlib only.
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from pathlib import Path
 
@@ -31,6 +31,7 @@ import numpy as np
 
 from .goliath import PART_NAMES_SAPIENS1
 from .maps import NUM_KEYPOINTS, Maps, MapsError
+from .safe_read import open_regular, read_json
 
 ASSUMED_HEIGHT_M = 1.7
 ASSUMED_DEPTH_EXTENT_M = 0.3
@@ -50,12 +51,12 @@ def find_lite_files(folder: str | os.PathLike, stem: str) -> dict[str, Path]:
         elif path.name == f"{stem}.json":
             found["pose"] = path
         elif path.name == f"{stem}.npy":
-            arr = np.load(path, mmap_mode="r", allow_pickle=False)
-            if arr.dtype == bool:
+            shape, dtype = _npy_header(path)
+            if dtype == bool:
                 found["fg"] = path
-            elif arr.ndim == 2:
+            elif len(shape) == 2:
                 found["depth"] = path
-            elif arr.ndim == 3 and 3 in (arr.shape[0], arr.shape[-1]):
+            elif len(shape) == 3 and 3 in (shape[0], shape[-1]):
                 found["normal"] = path
     return found
 
@@ -90,26 +91,61 @@ def load_lite_maps(folder: str | os.PathLike, stem: str, image: np.ndarray) -> M
     return maps.validate()
 
 
+def _npy_header(path: Path) -> tuple[tuple, np.dtype]:
+    """Shape and dtype of a .npy file from its header alone, refusing pipes (they would block),
+    pickles and files too short for what their header claims."""
+    with open_regular(path, LiteFilesError, "Sapiens-lite .npy file") as fh:
+        return _check_npy_header(path, fh)
+
+
+def _check_npy_header(path: Path, fh) -> tuple[tuple, np.dtype]:
+    try:
+        version = np.lib.format.read_magic(fh)
+        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read(fh)
+    except (ValueError, OSError, SyntaxError) as exc:
+        raise LiteFilesError(f"{path.name} is not a .npy array file: {exc}") from None
+    if dtype.hasobject:
+        raise LiteFilesError(f"{path.name} holds Python objects (a pickle); Sapiens-lite writes "
+                             f"plain arrays, and pickles are never loaded")
+    needed = math.prod(shape) * dtype.itemsize
+    if needed > os.fstat(fh.fileno()).st_size:
+        raise LiteFilesError(f"{path.name} claims {list(shape)} of {dtype} but the file is shorter")
+    return tuple(shape), dtype
+
+
+def _load_npy(path: Path) -> np.ndarray:
+    with open_regular(path, LiteFilesError, "Sapiens-lite .npy file") as fh:
+        _check_npy_header(path, fh)
+        fh.seek(0)
+        try:
+            return np.load(fh, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise LiteFilesError(f"{path.name} is not a readable .npy file: {exc}") from None
+
+
 def _grid(path: Path, shape, what: str) -> np.ndarray:
-    arr = np.load(path, allow_pickle=False)
-    if arr.shape[:2] != shape:
-        raise LiteFilesError(f"{path.name}: {what} is {arr.shape[:2]}, the photo is {shape}")
-    return arr
+    found, _ = _npy_header(path)
+    if tuple(found[:2]) != tuple(shape):  # checked before loading: a wrong file may be huge
+        raise LiteFilesError(f"{path.name}: {what} is {tuple(found[:2])}, the photo is {shape}")
+    return _load_npy(path)
 
 
 def _read_pose(path: Path) -> np.ndarray:
+    data = read_json(path, LiteFilesError, "Sapiens-lite pose JSON file")
     try:
-        data = json.loads(Path(path).read_text())
         rows = []
         for inst in data["instance_info"]:
             xy = np.asarray(inst["keypoints"], np.float32).reshape(-1, 2)
             score = np.asarray(inst["keypoint_scores"], np.float32).reshape(-1)
             rows.append(np.concatenate([xy, np.clip(score, 0, 1)[:, None]], 1))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise LiteFilesError(f"{path.name} is not a Sapiens-lite pose file: {exc}") from exc
-    if rows and rows[0].shape[0] != NUM_KEYPOINTS:
-        raise LiteFilesError(f"{path.name} has {rows[0].shape[0]} keypoints; only the Goliath-308 "
-                             "pose model's output can be used")
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+        raise LiteFilesError(f"{path.name} is not a Sapiens-lite pose file: {exc}") from None
+    for i, row in enumerate(rows):
+        if row.shape[0] != NUM_KEYPOINTS:
+            raise LiteFilesError(f"{path.name}: instance {i} has {row.shape[0]} keypoints; only the "
+                                 f"Goliath-308 pose model's output (308 per person) can be used")
     return np.stack(rows) if rows else np.zeros((0, NUM_KEYPOINTS, 3), np.float32)
 
 
@@ -152,7 +188,10 @@ def _scale_relative_depth(d: np.ndarray, mask: np.ndarray, focal: float) -> np.n
 
 
 def _read_normals(path: Path, shape, fg: np.ndarray) -> np.ndarray:
-    n = np.load(path, allow_pickle=False).astype(np.float32)
+    found, _ = _npy_header(path)
+    if tuple(shape) not in (tuple(found[:2]), tuple(found[1:3])):
+        raise LiteFilesError(f"{path.name}: normal map is {found}, the photo is {shape}")
+    n = _load_npy(path).astype(np.float32)
     if n.ndim == 3 and n.shape[0] == 3 and n.shape[-1] != 3:
         n = np.moveaxis(n, 0, -1)
     if n.shape[:2] != shape:

@@ -8,14 +8,18 @@ numpy + stdlib only: this runs inside Blender's Python.
 
 from __future__ import annotations
 
+import io
+import math
 import os
-import tempfile
+import zipfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 
+from .atomic_files import atomic_write
 from .goliath import KEYPOINT_NAMES
+from .safe_read import open_regular
 
 NUM_KEYPOINTS = len(KEYPOINT_NAMES)
 
@@ -195,31 +199,78 @@ class Maps:
         )
         return maps.validate()
 
+    def to_bytes(self) -> bytes:
+        """The compressed ``.npz`` bytes (what :meth:`save` writes; the add-on keeps them in
+        the .blend)."""
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **self.to_arrays())
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "maps bytes") -> "Maps":
+        return cls.from_arrays(_read_npz(io.BytesIO(bytes(data)), source))
+
     def save(self, path: str | os.PathLike) -> Path:
         """Write ``.npz`` atomically (temp file + rename): a crash never leaves a partial file."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".npz.tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez_compressed(fh, **self.to_arrays())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return atomic_write(path, lambda fh: np.savez_compressed(fh, **self.to_arrays()))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Maps":
         path = Path(path)
-        try:
-            with np.load(path, allow_pickle=False) as npz:
-                arrays = {key: npz[key] for key in npz.files}
-        except FileNotFoundError:
-            raise
-        except Exception as exc:  # zipfile/ValueError/OSError: all mean "not a maps file"
-            raise MapsError(f"{path} is not a readable maps .npz file: {exc}") from exc
+        with open_regular(path, MapsError, "maps .npz file") as fh:
+            arrays = _read_npz(fh, str(path))
         return cls.from_arrays(arrays)
+
+
+# Largest uncompressed maps per pixel: image 3 + mask 1 + parts 1 + normal 12 + depth 4 +
+# pointmap 12 bytes, with room for per-pixel extras; plus the small arrays.
+_BYTES_PER_PIXEL = 64
+_SMALL_ARRAYS_BYTES = 64 * 1024 * 1024
+_MAX_MEMBERS = 256
+
+
+def _read_npz(file, source: str) -> dict:
+    """The arrays of a maps ``.npz``, refusing before any decompression a file whose declared
+    sizes are more than maps of its image's size can need (a 3 MB zip bomb would otherwise
+    unpack to gigabytes), and pickled (object) arrays."""
+    try:
+        with zipfile.ZipFile(file) as zf:
+            members = zf.infolist()
+            if len(members) > _MAX_MEMBERS:
+                raise MapsError(f"{source} has {len(members)} members; maps have a few")
+            headers = {}
+            for info in members:
+                if not info.filename.endswith(".npy"):
+                    raise MapsError(f"{source}: member {info.filename!r} is not a .npy array")
+                with zf.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read_header(member)
+                if dtype.hasobject:
+                    raise MapsError(f"{source}: {info.filename} holds Python objects (a pickle); "
+                                    f"maps never do")
+                headers[info.filename[:-4]] = (shape, dtype, info.file_size)
+            image = headers.get("image")
+            if image is None or len(image[0]) != 3:
+                raise MapsError(f"{source} has no [H,W,3] 'image' array")
+            pixels = int(image[0][0]) * int(image[0][1])
+            if pixels > MAX_PIXELS:
+                raise MapsError(f"{source}: an image of {pixels} pixels exceeds the {MAX_PIXELS} "
+                                f"pixel limit")
+            budget = pixels * _BYTES_PER_PIXEL + _SMALL_ARRAYS_BYTES
+            declared = sum(size for _, _, size in headers.values())
+            needed = sum(math.prod(shape) * dtype.itemsize for shape, dtype, _ in headers.values())
+            if max(declared, needed) > budget:
+                raise MapsError(f"{source} unpacks to {max(declared, needed)} bytes, more than "
+                                f"maps of {pixels} pixels can hold ({budget}); refusing it")
+            file.seek(0)
+            with np.load(file, allow_pickle=False) as npz:
+                return {key: npz[key] for key in npz.files}
+    except MapsError:
+        raise
+    except Exception as exc:  # zipfile/ValueError/OSError: all mean "not a maps file"
+        raise MapsError(f"{source} is not a readable maps .npz file: {exc}") from exc
 
 
 def _as_str(value) -> str:

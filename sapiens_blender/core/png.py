@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import zlib
 from pathlib import Path
 
 import numpy as np
+
+from .atomic_files import atomic_write_bytes
 
 _COLOUR_TYPES = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> PNG colour type (grey, grey+alpha, RGB, RGBA)
 
@@ -36,15 +37,4 @@ def encode_png(pixels: np.ndarray, level: int = 6) -> bytes:
 
 def write_png(path: str | os.PathLike, pixels: np.ndarray) -> Path:
     """Write atomically (temp file + rename)."""
-    path = Path(path)
-    data = encode_png(pixels)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write_bytes(path, encode_png(pixels))

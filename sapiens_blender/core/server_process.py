@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Start, reuse, watch and stop the local inference server (``python -m inference_server``).
 
-The server runs in the user's torch environment (any Python interpreter), not in Blender's.
+The server runs in its own process: on the user's torch environment, or on Blender's own Python
+with the extension's bundled wheels (core/server_runtime.py picks which).
 We generate its token (passed in the environment, never on the command line, where other users
 could read it), ask for a free port, and read the one JSON ready line it prints on stdout. Its
 stderr goes to a log file whose tail is quoted when it fails to start, so the user sees the
@@ -19,16 +20,32 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
+from enum import Enum
 from pathlib import Path
 
 from .client import V2Client
 from .errors import ServerStartError
+from .private_dirs import open_no_follow, private_temp_dir
 
-STOPPED, STARTING, READY, ERROR = "stopped", "starting", "ready", "error"
+
+class ServerState(str, Enum):
+    """A local server's state (a str, so it prints and serialises as its value)."""
+
+    STOPPED = "stopped"
+    STARTING = "starting"
+    READY = "ready"
+    ERROR = "error"
+
+    __hash__ = str.__hash__  # equal to its value, so dicts keyed by the plain strings find it
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STOPPED, STARTING, READY, ERROR = ServerState
 _LIVE_MANAGERS: "weakref.WeakSet[ServerProcess]" = weakref.WeakSet()
 
 
@@ -44,7 +61,7 @@ def default_source_root() -> Path:
 
 
 def default_log_dir() -> Path:
-    return Path(tempfile.gettempdir()) / "sapiens_blender"
+    return private_temp_dir()  # per user, 0700: other local users cannot plant links there
 
 
 class ServerProcess:
@@ -61,6 +78,7 @@ class ServerProcess:
         source_root: str | os.PathLike | None = None,
         env: dict[str, str] | None = None,
         client_timeout: float = 30.0,
+        interpreter_args: list[str] | tuple[str, ...] = (),
     ):
         self.python = str(python or sys.executable)
         self.extra_args = [str(a) for a in extra_args]
@@ -70,6 +88,7 @@ class ServerProcess:
         self.source_root = Path(source_root) if source_root else default_source_root()
         self.extra_env = dict(env or {})
         self.client_timeout = client_timeout
+        self.interpreter_args = [str(a) for a in interpreter_args]  # before -m, e.g. -s
         self.state = STOPPED
         self.last_error = ""
         self.log_path = self.log_dir / f"server-for-{os.getpid()}-{id(self):x}.log"
@@ -159,7 +178,7 @@ class ServerProcess:
     # --- internals -----------------------------------------------------------------------------
     def _command(self, python: str) -> list[str]:
         args = ["-u", "-m", "inference_server", "--port", "0", "--parent-pid", str(os.getpid())]
-        return [python, *args, *self.extra_args]
+        return [python, *self.interpreter_args, *args, *self.extra_args]
 
     def _environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
@@ -188,7 +207,7 @@ class ServerProcess:
         self.info, self._ready_line, self._client = {}, None, None
         self._ready_event.clear()
         self.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._log = open(self.log_path, "wb")
+        self._log = open_no_follow(self.log_path, "wb")
         flags = {}
         if os.name == "nt":
             flags["creationflags"] = getattr(subprocess, "CREATE_NO_WINDOW", 0)

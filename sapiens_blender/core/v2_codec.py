@@ -22,6 +22,8 @@ import numpy as np
 from .errors import ProtocolError
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
+MAX_DIMS = 32
+MAX_ELEMENTS = 2**40  # product of the non-zero dimensions of one answer tensor
 
 # Fixed-size v2 datatypes -> little-endian numpy dtype. BF16 has no numpy dtype: its raw 16-bit
 # patterns travel as uint16 (see bf16_to_float32 / float32_to_bf16).
@@ -106,6 +108,9 @@ def serialize_bytes_tensor(array: np.ndarray) -> bytes:
 def deserialize_bytes_tensor(buffer, count: int) -> np.ndarray:
     """Length-prefixed elements -> 1-D object array of ``bytes`` with ``count`` elements."""
     view = memoryview(buffer)
+    if count * 4 > len(view):  # checked before allocating: the count comes from the peer
+        raise ProtocolError(f"BYTES tensor of {count} elements needs at least {count * 4} bytes, "
+                            f"got {len(view)}")
     out = np.empty(count, dtype=object)
     offset = 0
     for i in range(count):
@@ -214,8 +219,10 @@ def _decode_json_tensor(entry: dict, shape: tuple, datatype: str) -> np.ndarray:
     if data is None:
         raise ProtocolError(f"output {entry.get('name')!r} has neither data nor binary_data_size")
     if datatype == "BYTES":
+        if not isinstance(data, list):
+            raise ProtocolError(f"output {entry.get('name')!r}: data must be a list")
         flat = np.asarray(data, dtype=object).reshape(-1)
-        if flat.size != int(np.prod(shape, dtype=np.int64)):
+        if flat.size != math.prod(shape):
             raise ProtocolError(f"output {entry.get('name')!r}: {flat.size} elements do not fit {list(shape)}")
         b64 = (entry.get("parameters") or {}).get("content_type") == "base64"
         out = np.empty(flat.size, dtype=object)
@@ -227,7 +234,7 @@ def _decode_json_tensor(entry: dict, shape: tuple, datatype: str) -> np.ndarray:
         return out.reshape(shape)
     try:
         return np.asarray(data, dtype=DATATYPE_TO_DTYPE[datatype]).reshape(shape)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise ProtocolError(f"output {entry.get('name')!r}: data does not fit shape {list(shape)}: {exc}") from exc
 
 
@@ -242,7 +249,7 @@ def decode_response(body, header_length: int | None) -> tuple[dict, dict[str, np
         raise ProtocolError(f"{HEADER_LENGTH} is {header_length} but the body has {len(view)} bytes")
     try:
         header = json.loads(bytes(view[:end]))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad UTF-8/JSON, huge numbers, deep nesting
         raise ProtocolError(f"the server's answer is not valid JSON: {exc}") from exc
     if not isinstance(header, dict) or not isinstance(header.get("outputs", []), list):
         raise ProtocolError("the server's answer has no 'outputs' list")
@@ -257,14 +264,19 @@ def decode_response(body, header_length: int | None) -> tuple[dict, dict[str, np
             raise ProtocolError(f"an output lacks name, datatype or shape: {entry!r:.200}") from exc
         if datatype != "BYTES" and datatype not in DATATYPE_TO_DTYPE:
             raise ProtocolError(f"output {name!r} has unknown datatype {datatype!r}")
-        if any(d < 0 for d in shape):
-            raise ProtocolError(f"output {name!r} has a negative dimension in {list(shape)}")
-        count = int(np.prod(shape, dtype=np.int64))
+        if any(d < 0 for d in shape) or len(shape) > MAX_DIMS:
+            raise ProtocolError(f"output {name!r} has a negative dimension or too many in "
+                                f"{list(shape)[:MAX_DIMS + 1]}")
+        count = math.prod(shape)  # exact (numpy's int64 product would wrap around)
+        if math.prod(max(d, 1) for d in shape) > MAX_ELEMENTS:
+            raise ProtocolError(f"output {name!r} claims shape {list(shape)}: more elements than "
+                                f"any answer can hold")
         size = (entry.get("parameters") or {}).get("binary_data_size")
         if size is None:
             result[name] = _decode_json_tensor(entry, shape, datatype)
             continue
-        size = int(size)
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise ProtocolError(f"output {name!r}: binary_data_size must be an integer")
         if size < 0 or offset + size > len(view):
             raise ProtocolError(f"output {name!r} claims {size} bytes but only {len(view) - offset} remain")
         chunk = view[offset : offset + size]

@@ -2,7 +2,9 @@
 """Build Mesh / Normal Texture / Part Materials / Armature / Build All from the stored analysis.
 
 They read the maps saved in the .blend (no server needed, so they work after reopening the
-file) and call the Blender builders on the main thread. One click is one undo step.
+file) and run the Blender builders on the main thread in steps (surface, mesh, normal
+texture, part materials, armature, skinning, world and light), one per timer tick, so the
+panel shows progress and Cancel works between steps. One click is one undo step.
 
 The buttons complete ONE set of objects per analysis and person (``pipeline.build_products``
 with reuse): what an earlier click made is found by its tags (renamed or moved objects too)
@@ -14,13 +16,16 @@ and kept, so clicking again never duplicates anything.
 - Part Materials: one material slot and one vertex group per body part on that mesh.
 - Armature: an armature from the keypoints, skinned to that mesh. An existing armature of
   the person is kept (it may be posed or edited): delete it to build a new one.
-- Body: the fitted 3D body (rigged, posed, textured; needs an analysis with a body fit).
-- Build All: all of the above, each once (the body when the analysis holds a fit).
+- Body: the fitted 3D body (rigged, posed, textured); an analysis without a body fit is
+  fitted by the server first (a background job, like Analyze) and keeps the fit.
+- Build All: all of the above, each once. With the panel's shape "Body", the mesh buttons and
+  Build All build the fitted body instead of the relief.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import bpy
 from bpy.props import EnumProperty
@@ -28,7 +33,10 @@ from bpy.props import EnumProperty
 from ..blender import pipeline
 from ..core.geometry.types import GeometryError
 from ..core.maps import MapsError
-from . import properties, state, storage
+from ..core.jobs import FAILED
+from ..core.step_jobs import StepJob
+from ..core.body import has_body
+from . import jobs, properties, state, storage
 
 NORMAL_SPACE_ITEMS = [
     ("OBJECT", "Object Space", "Exact for the built mesh, Blender only"),
@@ -57,7 +65,7 @@ def build_message(label: str, result) -> str:
 
 
 class _BuildOperator:
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = {"REGISTER"}  # the undo step is pushed when the build has finished (on_success)
     products: tuple = ()
 
     @classmethod
@@ -67,22 +75,55 @@ class _BuildOperator:
 
     def execute(self, context):
         scene = context.scene
+        session = state.SESSION
         try:
             maps = storage.load_analysis(scene)
             options = pipeline.BuildOptions(name=_photo_stem(scene), people=properties.selected_people(scene),
-                                            normal_space=getattr(self, "normal_space", "OBJECT"))
-            products = _products_for(maps, self.products)
-            result = pipeline.build_products(maps, products, options)
+                                            normal_space=getattr(self, "normal_space", "OBJECT"),
+                                            **properties.build_settings(scene))
         except (MapsError, GeometryError, ValueError) as exc:
-            self.report({"ERROR"}, state.SESSION.set_error(exc))
+            self.report({"ERROR"}, session.set_error(exc))
             return {"CANCELLED"}
-        message = build_message(self.bl_label, result)
-        state.SESSION.last_info = message
-        self.report({"INFO"}, message)
-        for person in result.people:
-            for warning in person.report.get("warnings", []):
-                self.report({"WARNING"}, f"person {person.person_id}: {warning}")
+        label, products = self.bl_label, _products_for(self.products, options)
+        if "body" in products and not has_body(maps):
+            return fit_then_build(self, context, maps, options)
+        messages: list[tuple[str, str]] = []
+
+        def done(result):
+            message = build_message(label, result)
+            session.last_info = message
+            messages.append(("INFO", message))
+            for person in result.people:
+                for warning in person.report.get("warnings", []):
+                    messages.append(("WARNING", f"person {person.person_id}: {warning}"))
+            push_undo(label)
+
+        def failed(error):
+            session.set_error(error)
+
+        def cancelled():
+            session.last_info = f"{label} cancelled: what was built is kept; click again to complete it"
+            push_undo(f"{label} (cancelled)")
+
+        job = StepJob(label, lambda: pipeline.iter_build_products(maps, products, options), on_success=done,
+                      on_failure=failed, on_cancel=cancelled)
+        jobs.launch(job, "build")
+        if not job.finished:  # interactive: the timer runs the steps; the outcome is reported then
+            return {"FINISHED"}
+        if job.state == FAILED:
+            self.report({"ERROR"}, session.last_error)
+            return {"CANCELLED"}
+        for level, message in messages:
+            self.report({level}, message)
         return {"FINISHED"}
+
+
+def push_undo(message: str) -> None:
+    """One undo step for a whole build (it ran over many timer ticks, not inside the operator)."""
+    try:
+        bpy.ops.ed.undo_push(message=message)
+    except RuntimeError:
+        pass  # no undo stack (background mode without a window)
 
 
 class SAPIENS_OT_build_mesh(_BuildOperator, bpy.types.Operator):
@@ -126,25 +167,21 @@ class SAPIENS_OT_build_body(_BuildOperator, bpy.types.Operator):
     bl_label = "Build Body"
     products = ("body",)
 
-    def execute(self, context):
-        from ..core.body import has_body
 
-        try:
-            maps = storage.load_analysis(context.scene)
-        except MapsError as exc:
-            self.report({"ERROR"}, state.SESSION.set_error(exc))
-            return {"CANCELLED"}
-        if has_body(maps):
-            return super().execute(context)
-        return fit_then_build(self, context, maps)
+def _products_for(products, options) -> tuple:
+    """The Body button builds the body; with the shape "Body" (``options.body``), so do the
+    mesh buttons and Build All; otherwise they build the relief / closed shell only."""
+    if tuple(products) == ("body",) or options.body != "none":
+        return ("body",)
+    return tuple(p for p in products if p != "body")
 
 
-def fit_then_build(operator, context, maps):
+def fit_then_build(operator, context, maps, options):
     """Fit the stored analysis on the server (a background job, like Analyze), keep the fit in
-    the stored analysis, then build the body."""
+    the stored analysis (its key stays: earlier objects are still found), then build the body."""
     from ..core.body import fit_maps
     from ..core.jobs import Job
-    from . import jobs, preferences
+    from . import preferences
     from .operators import _JobOperator, stage_label
 
     session = state.SESSION
@@ -155,7 +192,8 @@ def fit_then_build(operator, context, maps):
         return {"CANCELLED"}
     scene_name = context.scene.name
     photo = storage.analysis_summary(context.scene).get("photo", "")
-    people = properties.selected_people(context.scene)
+    if options.body == "none":
+        options = replace(options, body=context.scene.sapiens.body)
 
     def work(progress):
         progress.update("starting server", None, "starting the inference server")
@@ -170,21 +208,12 @@ def fit_then_build(operator, context, maps):
         if scene is None:
             raise RuntimeError(f"The scene {scene_name!r} was removed during the body fit.")
         storage.store_analysis(scene, fitted, photo=photo)
-        options = pipeline.BuildOptions(name=_photo_stem(scene), people=people)
-        session.last_info = build_message("Build Body", pipeline.build_products(fitted, ("body",), options))
+        result = pipeline.build_products(fitted, ("body",), options)
+        session.last_info = build_message("Build Body", result)
+        push_undo("Build Body")
 
     job = Job("Body fit", work, on_success=on_success, on_failure=session.set_error)
     return _JobOperator.finish(operator, jobs.launch(job, "fit"))
-
-
-def _products_for(maps, products) -> tuple:
-    """Build All includes the fitted body when the analysis holds a fit (the Body button says
-    what is missing otherwise)."""
-    from ..core.body import has_body
-
-    if len(products) > 1 and "body" in products and not has_body(maps):
-        return tuple(p for p in products if p != "body")
-    return tuple(products)
 
 
 class SAPIENS_OT_build_all(_BuildOperator, bpy.types.Operator):

@@ -15,6 +15,7 @@ import bpy
 
 from ..core.analysis import analyze_photo
 from ..core.jobs import CANCELLED, DONE, Job
+from ..core.server_process import ServerState
 from . import jobs, map_images, preferences, state, storage
 
 # Server job stages -> the words the panel shows.
@@ -187,7 +188,7 @@ class SAPIENS_OT_server_stop(_JobOperator, bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return not state.SESSION.job_running() and state.SESSION.server_state() != "stopped"
+        return not state.SESSION.job_running() and state.SESSION.server_state() != ServerState.STOPPED
 
     def execute(self, context):
         session = state.SESSION
@@ -213,7 +214,7 @@ class SAPIENS_OT_free_memory(_JobOperator, bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return not state.SESSION.job_running() and state.SESSION.server_state() == "ready"
+        return not state.SESSION.job_running() and state.SESSION.server_state() == ServerState.READY
 
     def execute(self, context):
         session = state.SESSION

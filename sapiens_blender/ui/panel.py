@@ -11,7 +11,7 @@ from __future__ import annotations
 import bpy
 
 from ..core.jobs import RUNNING
-from . import state, storage
+from . import preferences, state, storage
 
 BUILD_BUTTONS = (
     ("sapiens.build_mesh", "Mesh", "MESH_DATA"),
@@ -44,6 +44,12 @@ def draw_main(layout, context) -> None:
     sub = row.row(align=True)
     sub.enabled = busy
     sub.operator("sapiens.cancel", text="", icon="CANCEL")
+
+    hint = preferences.environment_hint(context, body=props.shape == "BODY")
+    if hint and not busy:
+        box = col.box()
+        box.label(text=hint, icon="INFO")
+        box.operator("sapiens.setup_environment", text="Set Up Server Environment", icon="IMPORT")
 
     job = session.job
     if busy and job is not None and job.state == RUNNING:
@@ -97,6 +103,17 @@ def draw_build(layout, context) -> None:
     col.enabled = has_maps and not session.job_running()
     if len(storage.analysis_summary(context.scene).get("people", [])) > 1:
         col.prop(props, "person")
+    settings = col.column(align=True)
+    settings.prop(props, "stride")
+    settings.row(align=True).prop(props, "shape", expand=True)
+    body_missing = props.shape == "BODY" and not body_fit_available()
+    if props.shape == "BODY":
+        settings.prop(props, "body")
+        if body_missing:
+            settings.label(text="Needs the body fit, which this version does not have yet", icon="ERROR")
+    settings.prop(props, "skinning")
+    col = col.column()
+    col.enabled = not body_missing
     grid = col.grid_flow(columns=2, even_columns=True, align=True)
     for op, text, icon in BUILD_BUTTONS:
         grid.operator(op, text=text, icon=icon)
@@ -105,6 +122,13 @@ def draw_build(layout, context) -> None:
     row.operator("sapiens.build_all", text="Build All", icon="OUTLINER_OB_ARMATURE")
     if not has_maps:
         layout.label(text="Analyze a photo first", icon="INFO")
+
+
+def body_fit_available() -> bool:
+    """Whether this version builds BuildOptions.body ('minimal'/'clothed')."""
+    from ..blender import pipeline
+
+    return bool(getattr(pipeline, "BODY_FIT_AVAILABLE", False))
 
 
 def draw_server(layout, context) -> None:

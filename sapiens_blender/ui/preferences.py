@@ -5,13 +5,12 @@ plus the Check and Set Up Server Environment buttons."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import bpy
 from bpy.props import BoolProperty, EnumProperty, StringProperty
 
-from ..core import env_setup
+from ..core import env_setup, server_runtime
 from ..core.jobs import Job
 from . import jobs, state
 from .properties import _PATH_OPTIONS
@@ -64,16 +63,31 @@ def get_prefs(context=None):
     return addon.preferences if addon else None
 
 
-def server_config(context=None) -> state.ServerConfig:
+def environment_hint(context=None, body: bool = False) -> str:
+    """One line when the chosen model (or the body fit) needs the server environment (torch)
+    and none is set up; '' otherwise."""
+    prefs = get_prefs(context)
+    if prefs is None or prefs.server_mode != state.LOCAL or prefs.python_path:
+        return ""
+    config = server_config(context)
+    if server_runtime.needs_environment(config.model):
+        return f"{config.model} needs the server environment (torch): set it up once"
+    if body:
+        return "The body fit needs the server environment (torch): set it up once"
+    return ""
+
+
+def server_config(context=None) -> state.ConnectionSettings:
     """Snapshot of the preferences for a worker thread (bpy values must not be read there)."""
     prefs = get_prefs(context)
     if prefs is None:
-        return state.ServerConfig(python=sys.executable, online=bool(bpy.app.online_access))
+        # No preferences (add-on registered without them): Blender's Python with the bundled wheels.
+        return state.ConnectionSettings(python="", online=bool(bpy.app.online_access))
     family = prefs.model_family
     model = f"{family}-{prefs.model_size}" if family in SIZES else family
     if family == "custom":
         model = prefs.custom_model.strip() or "auto"
-    return state.ServerConfig(
+    return state.ConnectionSettings(
         mode=prefs.server_mode,
         python=bpy.path.abspath(prefs.python_path) if prefs.python_path else "",
         url=prefs.remote_url.strip(),
@@ -100,7 +114,9 @@ class SapiensPreferences(bpy.types.AddonPreferences):
     )
     python_path: StringProperty(
         name="Python", subtype="FILE_PATH", **_PATH_OPTIONS,
-        description="Python interpreter of the environment that has torch (the server runs there)",
+        description="Python of the server environment (with torch, for Sapiens and the body fit). "
+                    "Empty: Blender's own Python with the packages bundled in the add-on, which "
+                    "runs the offline MediaPipe model",
     )
     remote_url: StringProperty(name="URL", default="http://127.0.0.1:8000")
     remote_token: StringProperty(name="Token", subtype="PASSWORD")

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import bpy
-from bpy.props import EnumProperty, PointerProperty, StringProperty
+from bpy.props import EnumProperty, IntProperty, PointerProperty, StringProperty
 
 from . import storage
 
@@ -41,6 +41,31 @@ class SapiensSceneProperties(bpy.types.PropertyGroup):
     parts_image: PointerProperty(name="Parts", type=bpy.types.Image)
     normal_image: PointerProperty(name="Normals", type=bpy.types.Image)
     depth_image: PointerProperty(name="Depth", type=bpy.types.Image)
+    # Build settings (the CLI's --stride, --closed / body, --skinning).
+    stride: IntProperty(name="Resolution", default=1, min=1, max=16,
+                        description="One vertex per N photo pixels: 1 is the finest and slowest, "
+                                    "2 a quarter of the vertices")
+    shape: EnumProperty(
+        name="Shape",
+        items=[("RELIEF", "Relief", "The surface seen in the photo (fast, exact where visible)"),
+               ("CLOSED", "Closed", "A watertight body: the visible front plus an inferred back"),
+               ("BODY", "Body", "A fitted full body, also where the photo shows none (needs the "
+                                "server environment with the body fit)")],
+        default="RELIEF",
+    )
+    body: EnumProperty(
+        name="Body",
+        items=[("minimal", "Minimal", "The fitted body without clothes"),
+               ("clothed", "Clothed", "The fitted body shaped to the clothes in the photo")],
+        default="clothed",
+    )
+    skinning: EnumProperty(
+        name="Skinning",
+        items=[("auto", "Bone Heat", "Smooth weights by bone heat, parts where it fails"),
+               ("parts", "Parts", "Each vertex follows the bone of its body part (fast)"),
+               ("none", "None", "An armature without weights")],
+        default="auto",
+    )
 
 
 def selected_people(scene) -> list[int] | None:
@@ -50,6 +75,14 @@ def selected_people(scene) -> list[int] | None:
     except (TypeError, ValueError):
         return None
     return None if choice in ("", ALL_PEOPLE) else [int(choice)]
+
+
+def build_settings(scene) -> dict:
+    """The panel's build settings as BuildOptions fields."""
+    props = scene.sapiens
+    shape = props.shape
+    return {"stride": int(props.stride), "closed": shape == "CLOSED",
+            "body": props.body if shape == "BODY" else "none", "skinning": props.skinning}
 
 
 def register_scene_properties():

@@ -9,18 +9,40 @@ from __future__ import annotations
 
 import http.client
 import os
-import shlex
 import threading
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
-from ..core.errors import SapiensServerError, ServerNotRunning, ServerStartError
+from ..core.errors import SapiensServerError
 from ..core.jobs import RUNNING, Job
-from ..core.server_process import default_source_root
+from ..core.server_connection import (  # noqa: F401  (offline_hint, parse_extra_args: for the UI)
+    ConnectionMode,
+    ConnectionSettings,
+    ServerConnection,
+    offline_hint,
+    parse_extra_args,
+)
+from ..core.server_process import ServerState, default_source_root
 
-# What the panel shows (one of these at a time).
-NO_SERVER, STARTING, READY, BUSY, ERROR = "no server", "starting", "ready", "running", "error"
-LOCAL, REMOTE = "LOCAL", "REMOTE"
+
+class PanelState(str, Enum):
+    """What the panel shows (one of these at a time)."""
+
+    NO_SERVER = "no server"
+    STARTING = "starting"
+    READY = "ready"
+    BUSY = "running"
+    ERROR = "error"
+
+    __hash__ = str.__hash__  # equal to its value, so dicts keyed by the plain strings find it
+
+    def __str__(self) -> str:
+        return self.value
+
+
+NO_SERVER, STARTING, READY, BUSY, ERROR = PanelState
+LOCAL, REMOTE = ConnectionMode.LOCAL, ConnectionMode.REMOTE
 
 
 def addon_dir() -> Path:
@@ -32,64 +54,11 @@ def server_source_root() -> Path:
     return default_source_root()
 
 
-@dataclass(frozen=True)
-class ServerConfig:
-    """Everything the preferences say about reaching a server (a snapshot, thread-safe)."""
-
-    mode: str = LOCAL
-    python: str = ""
-    url: str = ""
-    token: str = ""
-    model: str = "auto"
-    device: str = "auto"
-    precision: str = "auto"
-    weights_dir: str = ""
-    online: bool = False
-    extra_args: tuple[str, ...] = ()
-    extra_pythonpath: str = ""  # folders of extra --backend-module plugins
-    startup_timeout: float = 180.0
-
-    def environment(self) -> dict[str, str]:
-        """Server-side settings travel as environment variables of the server process."""
-        env = {"SAPIENS_DEVICE": self.device, "SAPIENS_PRECISION": self.precision}
-        if self.weights_dir:
-            env["HF_HOME"] = self.weights_dir
-            env["SAPIENS_WEIGHTS_DIR"] = self.weights_dir
-        if self.extra_pythonpath:
-            env["PYTHONPATH"] = os.pathsep.join([str(server_source_root()), self.extra_pythonpath])
-        if not self.online:
-            # Blender's "Allow Online Access" is off: weights must already be in the cache.
-            env["HF_HUB_OFFLINE"] = "1"
-        return env
-
-    def process_key(self) -> tuple:
-        """A local server must be restarted when any of these change."""
-        return (self.python, self.extra_args, tuple(sorted(self.environment().items())))
-
-
-def parse_extra_args(text: str) -> tuple[str, ...]:
-    try:
-        return tuple(shlex.split(text or ""))
-    except ValueError as exc:
-        raise ValueError(f"Extra server arguments cannot be parsed: {exc}") from None
-
-
-def offline_hint(config: ServerConfig) -> str:
-    if config.online:
-        return ""
-    return ("Online access is off (Preferences > System > Network > Allow Online Access), so "
-            "model weights are not downloaded. Allow online access once, or put the weights "
-            f"into {config.weights_dir or 'the weights folder'}, or use the offline 'mediapipe' model.")
-
-
 @dataclass
 class Session:
     """One per Blender session; lives in this module (reset when the add-on is re-enabled)."""
 
-    server: object | None = None  # core.server_process.ServerProcess (local mode)
-    server_key: tuple | None = None
-    remote_client: object | None = None  # core.client.V2Client (remote mode)
-    remote_key: tuple | None = None
+    connection: ServerConnection = field(default_factory=ServerConnection)
     job: Job | None = None
     job_kind: str = ""
     last_error: str = ""
@@ -104,33 +73,27 @@ class Session:
     def job_running(self) -> bool:
         return self.job is not None and self.job.state == RUNNING
 
-    def server_state(self) -> str:
-        """Lock-free on purpose: ServerProcess holds its lock for the whole start-up, and the
-        panel calls this while drawing, so status() would freeze the UI until the server is up."""
-        if self.remote_client is not None:
-            return "ready"
-        server = self.server
-        if server is None:
-            return "stopped"
-        current = server.state
-        if current == "ready" and not server.is_running():
-            return "error"  # crashed since; ensure_running() restarts it on the next click
-        return current
+    @property
+    def server(self):
+        """The local ServerProcess, or None (core.server_connection decides when it starts)."""
+        return self.connection.server
+
+    @property
+    def remote_client(self):
+        return self.connection.remote_client
+
+    def server_state(self) -> ServerState:
+        return self.connection.state()
 
     def server_detail(self) -> tuple[str, str]:
-        """(url, last error) of the local server, lock-free like server_state()."""
-        server = self.server
-        if server is None:
-            return "", ""
-        return server.url, server.last_error or (
-            "the inference server stopped unexpectedly" if self.server_state() == "error" else "")
+        return self.connection.detail()
 
-    def panel_state(self) -> str:
+    def panel_state(self) -> PanelState:
         if self.job_running():
             return STARTING if self.job_kind == "start server" else BUSY
         if self.last_error:
             return ERROR
-        return READY if self.server_state() == "ready" else NO_SERVER
+        return READY if self.server_state() == ServerState.READY else NO_SERVER
 
     def set_error(self, error: BaseException | str) -> str:
         self.last_error = describe_error(error)
@@ -139,79 +102,22 @@ class Session:
     def clear_error(self) -> None:
         self.last_error = ""
 
-    # -- the server ---------------------------------------------------------------------------
-    def connect(self, config: ServerConfig):
-        """A ready V2Client for `config`, starting (or restarting) the local server as needed.
-        Runs on a worker thread; raises SapiensServerError subclasses with clear messages."""
-        if config.mode == REMOTE:
-            return self._remote(config)
-        from ..core.server_process import ServerProcess
-
-        with self.lock:
-            if self.server is not None and self.server_key != config.process_key():
-                self.server.stop()
-                self.server = None
-            if self.server is None:
-                if not config.python:
-                    raise ServerStartError(
-                        "No Python interpreter is set for the local server. Open Edit > "
-                        "Preferences > Add-ons > Sapiens and click 'Set Up Server Environment', "
-                        "or enter the path of a Python that has torch installed.")
-                self.server = ServerProcess(
-                    python=config.python, extra_args=list(config.extra_args),
-                    startup_timeout=config.startup_timeout, source_root=server_source_root(),
-                    env=config.environment(),
-                )
-                self.server_key = config.process_key()
-            server = self.server
-        client = server.ensure_running()
-        try:
-            client.live(timeout=5)
-        except ServerNotRunning:
-            # Killed moments ago: its socket is gone but the process is not reaped yet, so
-            # ensure_running() still saw it alive. Start a fresh one.
-            client = server.start()
-        return client
-
-    def _remote(self, config: ServerConfig):
-        from ..core.client import V2Client
-
-        key = (config.url, config.token)
-        with self.lock:
-            if self.remote_client is None or self.remote_key != key:
-                if not config.url:
-                    raise ServerNotRunning("No server URL is set: enter it in the add-on preferences.")
-                try:
-                    client = V2Client(config.url, config.token or None)
-                except ValueError as exc:
-                    raise ServerNotRunning(f"The server URL is not valid: {exc}") from None
-                client.live(timeout=10)
-                self.remote_client, self.remote_key = client, key
-            return self.remote_client
+    # -- the server (the policy lives in core.server_connection) ------------------------------
+    def connect(self, settings: ConnectionSettings):
+        return self.connection.connect(settings)
 
     def stop_server(self) -> None:
-        with self.lock:
-            if self.server is not None:
-                self.server.stop()
-            if self.remote_client is not None:
-                self.remote_client.close()
-            self.remote_client = self.remote_key = None
+        self.connection.stop()
 
     def current_client(self):
-        """The client of a server already running, or None (never starts one)."""
-        if self.remote_client is not None:
-            return self.remote_client
-        if self.server is not None and self.server_state() == "ready":
-            return self.server.ensure_running()
-        return None
+        return self.connection.current_client()
 
     def shutdown(self) -> None:
         """Blender quits / the add-on is disabled: cancel work and stop the server."""
         for job in (self.job, self.setup_job, self.check_job):
             if job is not None:
                 job.cancel()
-        self.stop_server()
-        self.server = self.server_key = None
+        self.connection.forget()
 
 
 def describe_error(error: BaseException | str) -> str:

@@ -10,11 +10,9 @@ editor by default. The scene points at it through `scene.sapiens.analysis`.
 
 from __future__ import annotations
 
-import io
 import json
 
 import bpy
-import numpy as np
 
 from ..core.maps import Maps, MapsError
 
@@ -22,24 +20,9 @@ NPZ_KEY = "sapiens_maps_npz"
 TEXT_NAME = "Sapiens Analysis"
 
 
-def maps_to_bytes(maps: Maps) -> bytes:
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **maps.to_arrays())
-    return buffer.getvalue()
-
-
-def maps_from_bytes(data: bytes) -> Maps:
-    try:
-        with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-    except Exception as exc:  # noqa: BLE001 - any failure means the stored bytes are unusable
-        raise MapsError(f"the analysis stored in this .blend file is unreadable: {exc}") from exc
-    return Maps.from_arrays(arrays)
-
-
 def store_analysis(scene: bpy.types.Scene, maps: Maps, photo: str = "") -> bpy.types.Text:
     """Save `maps` into the .blend and make it the scene's current analysis."""
-    data = maps_to_bytes(maps)
+    data = maps.to_bytes()
     text = bpy.data.texts.new(TEXT_NAME)
     text.use_fake_user = True  # survives save/reload even if nothing else points at it
     text[NPZ_KEY] = data
@@ -67,7 +50,7 @@ def load_analysis(scene: bpy.types.Scene) -> Maps:
     text = scene.sapiens.analysis
     if text is None or NPZ_KEY not in text.keys():
         raise MapsError("This scene has no Sapiens analysis yet: pick a photo and click Analyze.")
-    return maps_from_bytes(text[NPZ_KEY])
+    return Maps.from_bytes(text[NPZ_KEY], "the analysis stored in this .blend file")
 
 
 def analysis_summary(scene: bpy.types.Scene) -> dict:

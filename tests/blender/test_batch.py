@@ -63,6 +63,7 @@ def test_failures_are_reported_and_the_rest_is_built(tmp_path):
     assert "1 built" in proc.stdout
 
 
+@pytest.mark.slow
 def test_rerun_skips_and_killed_run_resumes_to_identical_outputs(inputs, tmp_path):
     clean = tmp_path / "clean"
     proc = run_batch(inputs, clean, "--jobs", "2")
@@ -90,3 +91,28 @@ def test_rerun_skips_and_killed_run_resumes_to_identical_outputs(inputs, tmp_pat
     assert resumed.returncode == 0, resumed.stderr
     assert f"{6 - len(finished)} built, {len(finished)} already done" in resumed.stdout
     assert digests(killed) == digests(clean)  # same files, same bytes, no temporary leftovers
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_killing_a_batch_stops_its_builders(inputs, tmp_path, sig):
+    """Only the batch process is signalled (not its group): its builders must go with it."""
+    import psutil
+
+    proc = subprocess.Popen(batch_cmd(inputs, tmp_path / "out", "--jobs", "2", "--force"), cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        parent = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 60
+        builders = []
+        while time.monotonic() < deadline and len(builders) < 2:
+            builders = [c for c in parent.children() if "batch_worker" in " ".join(c.cmdline())]
+            time.sleep(0.05)
+        assert builders, "the batch started no builder"
+        proc.send_signal(sig)
+        proc.wait(30)
+        gone, alive = psutil.wait_procs(builders, timeout=3)
+        assert not alive, f"{len(alive)} builder(s) outlived the batch"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

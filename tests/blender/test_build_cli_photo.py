@@ -54,6 +54,7 @@ def test_build_photo_through_the_server(server, tmp_path):
     assert wrong.returncode == 1 and "error:" in wrong.stderr and not (tmp_path / "no.glb").exists()
 
 
+@pytest.mark.slow
 def test_batch_photos_share_one_server(server, tmp_path):
     url, token = server
     src = tmp_path / "photos"

@@ -112,3 +112,23 @@ def test_probe_reports_bad_paths_and_torch(tmp_path):
     info = probe_interpreter(sys.executable)  # the test venv has torch (CPU build)
     assert info["ok"] and info["torch"] and info["cuda"] is False
     assert "CPU only" in info["message"]
+
+
+def test_server_requirements_are_pyprojects_extras():
+    """One source: the environment the add-on builds installs exactly pyproject's server and
+    sapiens extras (plus numpy, the core's dependency); torch comes from its own index."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    extras = project["tool"]["setuptools"]["dynamic"]["optional-dependencies"]
+    listed = {}
+    for extra in ("server", "sapiens", "fit"):
+        (path,) = extras[extra]["file"]
+        listed[extra] = env_setup.read_requirements(extra)
+        assert (root / path).resolve() == env_setup.REQUIREMENTS_DIR / f"requirements-{extra}.txt"
+    wanted = {*project["project"]["dependencies"], *listed["server"], *listed["sapiens"], *listed["fit"]}
+    assert {*env_setup.SERVER_REQUIREMENTS, env_setup.TORCH_REQUIREMENT} == wanted
+    for module in ("scipy", "httptools", "opencv-contrib-python"):  # the ones that had drifted
+        assert any(r.startswith(module) for r in env_setup.SERVER_REQUIREMENTS), module
+    assert "optional-dependencies" in project["project"]["dynamic"]

@@ -8,12 +8,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from sapiens_blender.cli import package_extension
+from sapiens_blender.cli import extension_wheels, package_extension
 from sapiens_blender.cli.package_extension import PackagingError, build_extension
 
 INSTALL_SCRIPT = textwrap.dedent(
@@ -74,7 +75,9 @@ INSTALL_SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def built_zip(tmp_path_factory):
-    return build_extension(tmp_path_factory.mktemp("ext"))
+    """The source-only zip (no wheels): fast, and the same layout the platform zips start from."""
+    (zip_path,) = build_extension(tmp_path_factory.mktemp("ext"), bundle_wheels=False)
+    return zip_path
 
 
 def test_zip_layout_holds_addon_and_server_but_no_tests(built_zip):
@@ -95,10 +98,10 @@ def test_validator_rejects_a_bad_manifest(tmp_path):
     manifest = (repo / "blender_manifest.toml").read_text()
     (root / "blender_manifest.toml").write_text(manifest.replace('"Mesh",', '"Mesh", "AI",'))
     with pytest.raises(PackagingError, match="AI"):
-        build_extension(tmp_path / "out", root=root)
+        build_extension(tmp_path / "out", root=root, bundle_wheels=False)
     (root / "blender_manifest.toml").write_text(manifest.replace('version = "0.1.0"', 'version = "9.9.9"'))
     with pytest.raises(PackagingError, match="bump both"):
-        build_extension(tmp_path / "out", root=root)
+        build_extension(tmp_path / "out", root=root, bundle_wheels=False)
 
 
 def test_cli_prints_the_zip_path(tmp_path):
@@ -109,9 +112,34 @@ def test_cli_prints_the_zip_path(tmp_path):
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        assert main(["package-extension", "--out", str(tmp_path)]) == 0
+        assert main(["package-extension", "--out", str(tmp_path), "--no-wheels"]) == 0
     printed = Path(buffer.getvalue().strip())
     assert printed == tmp_path / "sapiens_blender-0.1.0.zip" and printed.is_file()
+
+
+def test_platform_zip_bundles_only_its_own_wheels(tmp_path):
+    """Built from the wheel cache only (no download); the manifest Blender reads names them."""
+    missing = extension_wheels.missing_wheels("linux-x64")
+    assert not missing, f"run `bash scripts/install.sh test` to fill the wheel cache; missing {missing}"
+    (zip_path,) = build_extension(tmp_path, platforms=["linux-x64"], download=False)
+    assert zip_path.name == "sapiens_blender-0.1.0-linux_x64.zip"
+    archive = zipfile.ZipFile(zip_path)
+    wheels = sorted(n for n in archive.namelist() if n.endswith(".whl"))
+    assert len(wheels) == len(extension_wheels.BUNDLED_REQUIREMENTS)
+    assert all(n.startswith("wheels/") for n in wheels)
+    platform_tags = [n.rsplit("-", 1)[1] for n in wheels]
+    assert all(t == "any.whl" or "manylinux" in t for t in platform_tags), platform_tags
+    names = {n.split("/")[1].split("-")[0].lower() for n in wheels}
+    assert {"mediapipe", "fastapi", "uvicorn", "opencv_python_headless"} <= names
+    assert not names & {"jax", "jaxlib", "torch", "numpy", "sentencepiece"}  # never imported / Blender's own
+    manifest = tomllib.loads(archive.read("blender_manifest.toml").decode())
+    assert manifest["platforms"] == ["linux-x64"]
+    assert sorted(w.removeprefix("./") for w in manifest["wheels"]) == wheels
+
+
+def test_offline_packaging_names_the_missing_wheels(tmp_path):
+    with pytest.raises(PackagingError, match=r"not in .*downloading is off.*install.sh test"):
+        build_extension(tmp_path, platforms=["windows-x64"], download=False, wheel_cache=tmp_path / "empty")
 
 
 @pytest.mark.slow

@@ -304,3 +304,55 @@ def test_check_interpreter_reports_torch(addon):
     assert bpy.ops.sapiens.check_interpreter() == {"FINISHED"}
     result = state.SESSION.check_result
     assert result["ok"] and result["torch"] and "CPU only" in result["message"]
+
+
+def test_build_runs_in_steps_with_progress_and_cancel(analysed):
+    """The interactive path of Build (timers never fire in the bpy module, so the test pumps):
+    one step per pump, progress between steps, Cancel keeps what was built, and the next click
+    completes it without duplicates."""
+    state, jobs = analysed["state"], analysed["jobs"]
+    for role in ("mesh", "armature"):
+        for ob in ours(role):
+            bpy.data.objects.remove(ob)
+    jobs.BLOCKING = False
+    try:
+        assert bpy.ops.sapiens.build_all() == {"FINISHED"}
+        job = state.SESSION.job
+        assert not ours("mesh") and state.SESSION.panel_state() == state.BUSY  # returned at once
+        seen = []
+        while not job.finished and job.stage != "person 2: mesh":
+            job.pump()
+            seen.append((job.stage, job.fraction))
+        stages = [s for s, _ in seen]
+        assert stages[:6] == ["person 1: surface", "person 1: mesh", "person 1: normal texture",
+                              "person 1: part materials", "person 1: armature", "person 1: skinning"]
+        assert "person 1: skinning: bone heat" in stages  # skinning runs in steps of its own
+        assert stages[-1] == "person 2: mesh" and "person 2: surface" in stages
+        fractions = [f for _, f in seen]
+        assert fractions == sorted(fractions) and 0 == fractions[0] < fractions[-1] < 1
+        assert bpy.ops.sapiens.cancel() == {"FINISHED"}
+        assert job.pump() and job.state == "cancelled"
+        assert [o["sapiens_person"] for o in ours("mesh")] == [1] and len(ours("armature")) == 1
+        assert jobs.outcome(job)[0] == "WARNING" and "kept" in state.SESSION.last_info
+        assert max(seconds for _, seconds in job.step_seconds) < 5.0
+    finally:
+        jobs.BLOCKING = None
+    assert bpy.ops.sapiens.build_all() == {"FINISHED"}  # blocking: completes what is missing
+    assert sorted(o["sapiens_person"] for o in ours("mesh")) == [1, 2]
+    assert sorted(o["sapiens_person"] for o in ours("armature")) == [1, 2]
+
+
+def test_panel_build_settings_reach_the_mesh(analysed):
+    for role in ("mesh", "armature"):
+        for ob in ours(role):
+            bpy.data.objects.remove(ob)
+    props = bpy.context.scene.sapiens
+    props.stride, props.shape = 3, "CLOSED"
+    try:
+        assert bpy.ops.sapiens.build_mesh() == {"FINISHED"}
+        meshes = ours("mesh")
+        assert meshes and all(m["sapiens_stride"] == 3 and m["sapiens_closed"] for m in meshes)
+    finally:
+        props.stride, props.shape = 1, "RELIEF"
+        for ob in ours("mesh"):
+            bpy.data.objects.remove(ob)

@@ -159,7 +159,7 @@ def test_starting_state_never_blocks_the_ui(ui, tmp_path):
     slow_python = tmp_path / "slow_python"
     slow_python.write_text("#!/bin/sh\nsleep 3\n")
     slow_python.chmod(0o755)
-    config = state.ServerConfig(python=str(slow_python), startup_timeout=2.0)
+    config = state.ConnectionSettings(python=str(slow_python), startup_timeout=2.0)
     job = Job("Server start", lambda progress: state.SESSION.connect(config),
               on_failure=state.SESSION.set_error)
     jobs.BLOCKING = False
@@ -190,7 +190,7 @@ def test_ready_state_with_analysis_and_several_people(ui):
     from synthetic_scene import ellipsoid_maps
 
     state.reset_session()
-    state.SESSION.remote_client = V2Client("http://127.0.0.1:9", "t")  # a configured remote server
+    state.SESSION.connection.remote_client = V2Client("http://127.0.0.1:9", "t")  # a configured remote server
     maps = ellipsoid_maps(32, 24, people=2)
     storage.store_analysis(bpy.context.scene, maps, photo="two.png")
     map_images.update_map_images(bpy.context.scene, maps)
@@ -225,7 +225,7 @@ def test_running_state_shows_progress_and_only_cancel(ui):
 
 def test_error_state_shows_the_message_and_dismiss(ui):
     panel, _, state = ui
-    state.SESSION.remote_client = None
+    state.SESSION.connection.remote_client = None
     state.SESSION.set_error("the Python interpreter /x/python was not found: set the server's "
                             "Python in the add-on preferences")
     assert state.SESSION.panel_state() == state.ERROR
@@ -290,3 +290,46 @@ def test_map_images_encode_the_maps(ui):
     depth = map_images.depth_rgb(maps)[..., 0]
     assert depth[~inside].max() == 0 and depth[inside].min() >= 0.2 - 1e-6
     assert np.isclose(depth[inside].max(), 1.0)
+
+
+def test_build_settings_reach_the_build_and_body_waits_for_the_fit(ui):
+    panel, _, state = ui
+    from sapiens_blender.ui import properties, storage
+    from synthetic_scene import ellipsoid_maps
+
+    state.reset_session()
+    scene = bpy.context.scene
+    storage.store_analysis(scene, ellipsoid_maps(32, 24), photo="one.png")
+    props = scene.sapiens
+    d = draw_all(panel)
+    drawn = [i[1] for i in d["build"].walk() if i[0] == "prop"]
+    assert {"stride", "shape", "skinning"} <= set(drawn) and "body" not in drawn
+    props.stride, props.shape, props.skinning = 3, "CLOSED", "parts"
+    assert properties.build_settings(scene) == {"stride": 3, "closed": True, "body": "none", "skinning": "parts"}
+    props.shape, props.body = "BODY", "minimal"
+    assert properties.build_settings(scene)["body"] == "minimal"
+    d = draw_all(panel)
+    assert "body" in [i[1] for i in d["build"].walk() if i[0] == "prop"]
+    if not panel.body_fit_available():  # until the body fit exists: said, and nothing to click
+        assert "Needs the body fit" in d["build"].labels()
+        assert set(d["build"].buttons().values()) == {False}
+    props.shape, props.stride, props.skinning = "RELIEF", 1, "auto"
+    assert set(draw_all(panel)["build"].buttons().values()) == {True}
+
+
+def test_a_model_that_needs_torch_offers_the_environment_set_up(ui):
+    panel, preferences, state = ui
+    state.reset_session()
+    prefs = preferences.get_prefs()
+    try:
+        prefs.python_path = ""
+        prefs.model_family = "mediapipe"
+        assert "sapiens.setup_environment" not in draw_all(panel)["main"].buttons()  # runs on Blender's Python
+        prefs.model_family = "sapiens2"
+        main = draw_all(panel)["main"]
+        assert main.buttons()["sapiens.setup_environment"] is True
+        assert "needs the server environment (torch)" in main.labels()
+        prefs.python_path = "/envs/torch/bin/python"  # set up: nothing to offer
+        assert "sapiens.setup_environment" not in draw_all(panel)["main"].buttons()
+    finally:
+        prefs.python_path, prefs.model_family = "", "auto"

@@ -11,11 +11,11 @@ from sapiens_blender.ui import state
 
 
 def test_server_settings_travel_as_environment():
-    offline = state.ServerConfig(device="cuda", precision="bf16", weights_dir="/w", online=False)
+    offline = state.ConnectionSettings(device="cuda", precision="bf16", weights_dir="/w", online=False)
     env = offline.environment()
     assert env["SAPIENS_DEVICE"] == "cuda" and env["SAPIENS_PRECISION"] == "bf16"
     assert env["HF_HOME"] == "/w" and env["HF_HUB_OFFLINE"] == "1"
-    online = state.ServerConfig(weights_dir="/w", online=True, extra_pythonpath="/plugins")
+    online = state.ConnectionSettings(weights_dir="/w", online=True, extra_pythonpath="/plugins")
     assert "HF_HUB_OFFLINE" not in online.environment()
     assert online.environment()["PYTHONPATH"].split(os.pathsep) == [str(state.server_source_root()), "/plugins"]
     assert offline.process_key() != online.process_key()  # a setting change restarts the server
@@ -47,7 +47,7 @@ def test_panel_state_without_a_server():
     assert session.panel_state() == state.ERROR
     session.clear_error()
     assert session.panel_state() == state.NO_SERVER
-    with pytest.raises(ServerStartError, match="No Python interpreter"):
-        session.connect(state.ServerConfig(python=""))
+    with pytest.raises(ServerStartError, match="was not found"):
+        session.connect(state.ConnectionSettings(python="/no/such/python"))
     with pytest.raises(Exception, match="No server URL"):
-        session.connect(state.ServerConfig(mode=state.REMOTE, url=""))
+        session.connect(state.ConnectionSettings(mode=state.REMOTE, url=""))

@@ -58,6 +58,26 @@ def test_build_body_with_mixamo_names_to_glb_and_fbx(maps_files):
     assert max(counts) <= 4 and len(body.data.vertices) == scene.template.num_vertices
 
 
+def test_fbx_skin_reproduces_the_pose_with_four_influences(maps_files):
+    """The .fbx, re-imported by Blender's importer: bind pose = rest, the photo's pose on the
+    bones, and the posed skin equals our pruned 4-influence linear blend skinning of the fit."""
+    from sapiens_blender.blender import mesh
+    from sapiens_blender.core import body as core_body
+    from sapiens_blender.core.geometry.types import camera_to_blender
+
+    scene, fitted, _, tmp = maps_files
+    out = run_cli("build", "--maps", fitted, "--body", "minimal", "-o", tmp / "minimal.fbx")
+    assert out.returncode == 0, out.stderr[-2000:]
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    bpy.ops.import_scene.fbx(filepath=str(tmp / "minimal.fbx"))
+    body = next(o for o in bpy.context.scene.objects if o.type == "MESH")
+    t, f = scene.template, scene.fit
+    bones, values = core_body.prune_weights(t.weight_bones, t.weight_values)
+    expected = core_body.skin_vertices(f.rest_vertices[0], f.rest_bone_matrices[0], f.bone_matrices[0], bones, values)
+    expected = camera_to_blender(expected @ f.placement[0, :3, :3].T.astype(np.float64) + f.placement[0, :3, 3])
+    assert np.abs(mesh.mesh_vertices(body, evaluated=True) - expected).max() < 1e-4
+
+
 def test_save_joints_in_relief_mode_and_usage_errors(maps_files):
     _, _, bare, tmp = maps_files
     out = run_cli("build", "--maps", bare, "--closed", "-o", tmp / "relief.blend", "--save-joints", tmp / "relief.json")

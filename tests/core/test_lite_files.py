@@ -75,3 +75,72 @@ def test_missing_or_unusable_files_say_what(tmp_path):
     with pytest.raises(LiteFilesError, match="photo is"):
         write_lite(tmp_path)
         load_lite_maps(tmp_path, "img", np.zeros((H + 1, W, 3), np.uint8))
+
+
+# ---- hostile or broken lite files: a clear LiteFilesError, never a traceback or a hang ----------
+
+def _photo():
+    return np.zeros((H, W, 3), np.uint8)
+
+
+def test_a_pickled_npy_is_refused(tmp_path):
+    write_lite(tmp_path)
+    np.save(tmp_path / "depth/img.npy", np.array([object()] * (H * W), dtype=object).reshape(H, W),
+            allow_pickle=True)
+    with pytest.raises(LiteFilesError, match="pickle"):
+        load_lite_maps(tmp_path, "img", _photo())
+
+
+def test_a_truncated_or_lying_npy_is_refused(tmp_path):
+    write_lite(tmp_path)
+    data = (tmp_path / "depth/img.npy").read_bytes()
+    (tmp_path / "depth/img.npy").write_bytes(data[:200])
+    with pytest.raises(LiteFilesError, match="shorter"):
+        load_lite_maps(tmp_path, "img", _photo())
+    (tmp_path / "depth/img.npy").write_bytes(b"not an array at all")
+    with pytest.raises(LiteFilesError, match="not a .npy"):
+        load_lite_maps(tmp_path, "img", _photo())
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"instance_info": [\xff]}', "not UTF-8"),
+    (b'{"instance_info": [{"keypoints": 5, "keypoint_scores": []}]}', "not a Sapiens-lite pose"),
+])
+def test_broken_pose_json_is_a_clear_error(tmp_path, content, words):
+    write_lite(tmp_path)
+    (tmp_path / "pose/img.json").write_bytes(content)
+    with pytest.raises(LiteFilesError, match=words):
+        load_lite_maps(tmp_path, "img", _photo())
+
+
+def test_uneven_keypoints_between_people_are_a_clear_error(tmp_path):
+    write_lite(tmp_path, people=((20, 30), (60, 30)))
+    doc = json.loads((tmp_path / "pose/img.json").read_text())
+    doc["instance_info"][1]["keypoints"] = doc["instance_info"][1]["keypoints"][:17]
+    doc["instance_info"][1]["keypoint_scores"] = doc["instance_info"][1]["keypoint_scores"][:17]
+    (tmp_path / "pose/img.json").write_text(json.dumps(doc))
+    with pytest.raises(LiteFilesError, match="instance 1 has 17 keypoints"):
+        load_lite_maps(tmp_path, "img", _photo())
+
+
+@pytest.mark.parametrize("name", ["depth/img.npy", "pose/img.json"])
+def test_a_fifo_named_like_a_lite_file_does_not_hang(tmp_path, name):
+    import os
+    import threading
+
+    write_lite(tmp_path)
+    (tmp_path / name).unlink()
+    os.mkfifo(tmp_path / name)
+    outcome = []
+
+    def attempt():
+        try:
+            load_lite_maps(tmp_path, "img", _photo())
+        except LiteFilesError as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert outcome and "regular file" in str(outcome[0])

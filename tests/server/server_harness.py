@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from inference_server import protocol
+import v2_messages
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -73,7 +74,7 @@ class Server:
               parameters: dict | None = None, id: str | None = None, outputs=None,
               timeout: float = 120) -> tuple[Reply, dict[str, protocol.Tensor]]:
         """POST an infer; returns the reply and, when it is 200, the decoded output tensors."""
-        body, hlen = protocol.encode_infer_request(inputs, binary=binary, id=id,
+        body, hlen = v2_messages.encode_infer_request(inputs, binary=binary, id=id,
                                                    parameters=parameters, outputs=outputs)
         headers = {"Content-Type": "application/octet-stream" if hlen else "application/json"}
         if hlen is not None:
@@ -82,7 +83,7 @@ class Server:
         if reply.status != 200:
             return reply, {}
         length = reply.headers.get("inference-header-content-length")
-        _, tensors = protocol.parse_infer_response(reply.body, int(length) if length else None)
+        _, tensors = v2_messages.parse_infer_response(reply.body, int(length) if length else None)
         return reply, tensors
 
     def alive(self) -> bool:

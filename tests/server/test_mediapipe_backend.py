@@ -209,7 +209,7 @@ def test_auto_chooses_sapiens2_with_a_gpu_and_weights(tmp_path, monkeypatch):
     """The decision rule, with a stand-in for hardware this machine lacks (a GPU)."""
     (tmp_path / "fake_sapiens2_gpu.py").write_text(
         "def accelerator_available():\n    return 'cuda'\n"
-        "def weights_available(size, task=None):\n    return size == '0.4b'\n")
+        "def weights_available(size, task=None, weights_dir=None):\n    return size == '0.4b'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("SAPIENS_AUTO_MODEL", raising=False)
     monkeypatch.setattr(auto, "may_have_accelerator", lambda: True)  # a GPU driver is present

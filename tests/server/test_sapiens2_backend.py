@@ -252,3 +252,41 @@ def test_config_naming_the_original_weights_file(tiny_hub, tmp_path, offline_hub
     b = sapiens2.Sapiens2Backend("0.4b", device="cpu", tasks=("seg",))
     maps = as_maps(b.analyze(photo(), AnalyzeOptions(tasks=("seg",))))
     assert maps.person_ids == [1] and b.input_hw("seg") == (64, 48)  # config size: no preprocessor file
+
+
+def _z_steps(z) -> float:
+    """Median spacing between the distinct values of a smooth field (its quantisation step)."""
+    values = np.unique(np.asarray(z, np.float64).ravel())
+    return float(np.median(np.diff(values)))
+
+
+def test_bf16_backbone_keeps_the_regression_heads_in_float32(tiny_hub, offline_hub):
+    """In bf16 the pointmap terraced (steps of 2^-7 of the value: 1.6 cm at 2-4 m). The pointmap
+    (with its scale branch) and normal heads run in float32 on the bf16 backbone's features."""
+    import torch
+
+    offline_hub(tiny_hub)
+    b = sapiens2.Sapiens2Backend("0.4b", device="cpu", precision="bf16", tasks=("seg", "depth", "normal"))
+    b.load()
+    depth = b.models["depth"]
+    assert next(depth.model.parameters()).dtype == torch.bfloat16
+    for head in (depth.decode_head, depth.scale_head, b.models["normal"].decode_head):
+        assert {p.dtype for p in head.parameters()} == {torch.float32}
+    with torch.no_grad():  # a smooth, varying pointmap around PLANE_Z instead of the constant plane
+        depth.decode_head.predictor.weight.normal_(0.0, 0.02)
+    outputs = []
+    depth.register_forward_hook(lambda m, a, out: outputs.append(out))
+    b.analyze(photo(), AnalyzeOptions(tasks=("seg", "depth")))
+    z = outputs[-1].pointmaps[:, 2]
+    assert outputs[-1].pointmaps.dtype == torch.float32 and outputs[-1].scales.dtype == torch.float32
+    assert float(z.min()) > 1.0 and _z_steps(z) < 1e-4  # no terraces (bf16 would give 2^-7 = 0.0078)
+    # the same head in bf16 (as before): the check above would have failed
+    import copy
+
+    half_head = copy.deepcopy(depth.decode_head).to(torch.bfloat16)
+    half_head._forward_pre_hooks.clear()
+    with torch.inference_mode():
+        feats = torch.randn(1, depth.config.hidden_size, 4, 3)
+        terraced = half_head(feats.to(torch.bfloat16))[:, 2]
+    assert _z_steps(terraced.float()) >= 2 ** -8
+    b.unload()

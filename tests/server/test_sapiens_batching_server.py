@@ -53,6 +53,7 @@ def job(srv, job_id):
     return reply.json() if reply.status == 200 else {}
 
 
+@pytest.mark.slow
 def test_queued_requests_run_as_one_batch_and_a_cancelled_one_gets_499(batching_server):
     srv = batching_server
     images = [photo(h, w, seed=i) for i, (h, w) in enumerate(SIZES)]

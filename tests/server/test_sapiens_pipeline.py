@@ -8,10 +8,15 @@ import pytest
 from test_processing_geometry import K_TRUE, PLANE_NORMAL, tilted_plane
 
 from inference_server.backends.base import AnalyzeOptions
-from inference_server.backends.sapiens_pipeline import run_pipeline
+from inference_server.backends.sapiens_pipeline import run_pipeline as run_batch
 from inference_server.processing.goliath import PART_NAMES_SAPIENS2
 
 torch = pytest.importorskip("torch")
+
+
+def run_pipeline(runner, image, options, **kwargs):
+    (result,) = run_batch(runner, [image], [options], **kwargs)
+    return result
 
 H, W = 96, 160
 # person 1 is larger; far enough apart that each top-down crop holds only its own person
@@ -20,12 +25,14 @@ PEOPLE = {1: (slice(6, 90), slice(4, 34)), 2: (slice(20, 80), slice(110, 141))}
 SPOTS = {1: {0: (18.3, 30.6), 1: (25.7, 55.2)}, 2: {0: (120.45, 35.15), 1: (131.8, 70.4)}}
 
 
-def synthetic_photo():
-    ys, xs = np.mgrid[0:H, 0:W].astype(np.float64)
-    img = np.zeros((H, W, 3))
+def synthetic_photo(scale: int = 1):
+    """The spots photo at ``scale`` times the maps grid (same continuous spot positions)."""
+    ys, xs = np.mgrid[0:H * scale, 0:W * scale].astype(np.float64)
+    img = np.zeros((H * scale, W * scale, 3))
     for person in SPOTS.values():
         for channel, (x, y) in person.items():
-            img[..., channel] += 250 * np.exp(-((xs - x) ** 2 + (ys - y) ** 2) / (2 * 8.0**2))
+            cx, cy = (x + 0.5) * scale - 0.5, (y + 0.5) * scale - 0.5
+            img[..., channel] += 250 * np.exp(-((xs - cx) ** 2 + (ys - cy) ** 2) / (2 * (8.0 * scale) ** 2))
     return np.clip(np.round(img), 0, 255).astype(np.uint8)
 
 
@@ -37,21 +44,26 @@ class SyntheticRunner:
     metric = True
     pose_input_hw = (64, 48)
     mean, std = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
-    flip = (1.0, -1.0, 1.0)  # the "model" predicts y upside down
+    flip = (1.0, -1.0, 1.0)  # the "model" predicts y upside down...
+    normal_signs = (1.0, 1.0, 1.0)  # ...while its family's convention says its axes are canonical
 
-    def segment(self, photo, hw):
-        parts = np.zeros(hw, np.uint8)
-        for rows, cols in PEOPLE.values():
-            parts[rows, cols] = 22
-        return parts
+    def segment_batch(self, photos, hws):
+        out = []
+        for hw in hws:
+            parts = np.zeros(hw, np.uint8)
+            for rows, cols in PEOPLE.values():
+                parts[rows, cols] = 22
+            out.append(parts)
+        return out
 
-    def depth(self, photo, hw):
-        return tilted_plane(*hw)
+    def depth_batch(self, photos, hws):
+        return [tilted_plane(*hw) for hw in hws]
 
-    def normals(self, photo, hw):
-        return np.broadcast_to(PLANE_NORMAL * np.asarray(self.flip), (*hw, 3)).astype(np.float32)
+    def normals_batch(self, photos, hws):
+        return [np.broadcast_to(PLANE_NORMAL * np.asarray(self.flip), (*hw, 3)).astype(np.float32) for hw in hws]
 
     def pose(self, crops):
+        self.crops = getattr(self, "crops", []) + [crops]
         # heatmap = red/green channel sampled at the UDP heatmap grid (align_corners=True), 1/4 size
         small = torch.nn.functional.interpolate(crops, size=(16, 12), mode="bilinear", align_corners=True)
         hm = torch.zeros((crops.shape[0], 308, 16, 12))
@@ -61,7 +73,8 @@ class SyntheticRunner:
 
 def test_pipeline_known_answers():
     runner = SyntheticRunner()
-    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions(max_side=1024))
+    # the synthetic "heatmaps" are the photo's colours, not a model's: no mirror-image averaging
+    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions(max_side=1024, flip_test=False))
     mask = out["mask"]
     assert mask[50, 10] == 1 and mask[50, 120] == 2 and mask[2, 2] == 0
     assert np.allclose(out["intrinsics"], K_TRUE, rtol=1e-3, atol=0.05)
@@ -81,12 +94,61 @@ def test_pipeline_known_answers():
             assert got[2] > 0.5
 
 
-def test_pipeline_without_depth_reuses_the_last_calibration():
+def test_normals_without_depth_are_still_calibrated_against_depth():
+    """Normals asked for alone: the depth model runs to calibrate them (its maps are not returned);
+    the answer does not depend on what an earlier request saw."""
     runner = SyntheticRunner()
-    first = run_pipeline(runner, synthetic_photo(), AnalyzeOptions())
-    assert runner.last_normal_signs == (1.0, -1.0, 1.0)
-    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions(tasks=("seg", "normal")),
-                       normal_signs_hint=runner.last_normal_signs)
+    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions(tasks=("seg", "normal")))
     fg = out["mask"] > 0
-    assert np.allclose(out["normal"][fg], first["normal"][fg]) and np.isnan(out["depth"]).all()
-    assert "last calibration" in str(out["notes"][0])
+    assert np.allclose(out["normal"][fg], PLANE_NORMAL, atol=1e-5)
+    assert np.isnan(out["depth"]).all() and "pointmap" not in out
+    assert out["normal_agreement_deg"][0] < 1.0 and "flipped axes y" in str(out["source"][0])
+
+
+def test_normals_that_cannot_be_calibrated_use_the_fixed_convention_and_say_so():
+    runner = SyntheticRunner()
+    runner.normal_signs = (1.0, -1.0, 1.0)  # a convention that happens to be right for this "model"
+    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions(tasks=("seg", "normal")), depth_available=False)
+    fg = out["mask"] > 0
+    assert np.allclose(out["normal"][fg], PLANE_NORMAL, atol=1e-5)
+    assert np.isnan(out["normal_agreement_deg"][0])
+    assert "normals NOT calibrated" in str(out["notes"][0]) and "(x, -y, z)" in str(out["notes"][0])
+
+
+def test_the_convention_is_applied_before_the_per_photo_check():
+    """With the right convention nothing is flipped by the check; the total flip is still reported."""
+    runner = SyntheticRunner()
+    runner.normal_signs = (1.0, -1.0, 1.0)
+    out = run_pipeline(runner, synthetic_photo(), AnalyzeOptions())
+    fg = out["mask"] > 0
+    assert np.allclose(out["normal"][fg], PLANE_NORMAL, atol=1e-5)
+    assert "flipped axes none" in str(out["notes"][0]) and "flipped axes y" in str(out["source"][0])
+
+
+def test_sapiens_families_share_one_documented_normal_convention():
+    from inference_server.backends.sapiens2 import Sapiens2Runner
+    from inference_server.backends.sapiens_v1 import Sapiens1Runner
+    from inference_server.processing.normals import SAPIENS_NORMAL_SIGNS
+
+    assert Sapiens2Runner.normal_signs is SAPIENS_NORMAL_SIGNS is Sapiens1Runner.normal_signs
+
+
+def test_pose_crops_come_from_the_original_photo_not_the_maps_grid():
+    """A photo 3x the maps grid: the pose crops hold its fine detail (a 1-px checkerboard in the blue
+    channel that the grid's antialiased downscale averages away), and the keypoints still land on
+    the maps grid."""
+    runner = SyntheticRunner()
+    image = synthetic_photo(scale=3)
+    checker = (np.indices(image.shape[:2]).sum(0) % 2 * 200).astype(np.uint8)
+    image[..., 2] = checker
+    out = run_pipeline(runner, image, AnalyzeOptions(max_side=W, flip_test=False))
+    assert out["image"].shape[:2] == (H, W)
+    assert out["image"][..., 2].std() < 10  # the grid lost the checkerboard...
+    crops = torch.cat(runner.crops)
+    inside = crops[:, 2, 8:-8, 8:-8]
+    assert float((inside[..., 1:] - inside[..., :-1]).abs().mean()) > 50  # ...the crops kept it
+    kp = out["keypoints"]
+    for person, spots in SPOTS.items():
+        for channel, (x, y) in spots.items():
+            got = kp[person - 1, channel]
+            assert np.hypot(got[0] - (x + 0.5), got[1] - (y + 0.5)) < 0.25, (person, channel, got)

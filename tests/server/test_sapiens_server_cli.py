@@ -76,6 +76,7 @@ def test_sapiens_models_are_served(sapiens_server):
 
 
 @pytest.mark.parametrize("kind", list(PHOTOS))
+@pytest.mark.slow
 def test_awkward_photos_through_the_server(sapiens_server, kind):
     data, hw = PHOTOS[kind]()
     maps = maps_from_outputs_checked(sapiens_server, "sapiens2-0.4b", data, tasks="seg,depth")
@@ -88,6 +89,7 @@ def maps_from_outputs_checked(server, model, data, **params):
     return maps
 
 
+@pytest.mark.slow
 def test_both_families_full_analysis_through_the_server(sapiens_server):
     data, hw = PHOTOS["rgb"]()
     two = maps_from_outputs_checked(sapiens_server, "sapiens2-0.4b", data, flip_test=True)
@@ -109,8 +111,11 @@ def test_normal_self_check_arrives_as_outputs(sapiens_server):
     two = infer_maps(sapiens_server, "sapiens2-0.4b", data, tasks="seg,depth,normal")
     assert np.isnan(two.extras["normal_agreement_deg"]).all()
     assert "self-calibration skipped" in str(two.extras["notes"][0])
+    assert "normals NOT calibrated" in str(two.extras["notes"][0])
+    # Without depth asked for, the depth model still runs for the check (its maps stay empty).
     without_depth = infer_maps(sapiens_server, "sapiens2-0.4b", data, tasks="seg,normal")
-    assert "self-calibration needs depth" in str(without_depth.extras["notes"][0])
+    assert "self-calibration skipped" in str(without_depth.extras["notes"][0])
+    assert np.isnan(without_depth.depth).all() and without_depth.pointmap is None
 
 
 def test_missing_weights_reach_the_client_as_a_clear_error(sapiens_server):
@@ -142,6 +147,7 @@ def test_cli_analyze_with_a_running_server(sapiens_server, tmp_path, capsys):
     assert Maps.load(out / "turned.npz").image.shape[:2] == (60, 40)
 
 
+@pytest.mark.slow
 def test_cli_analyze_starts_its_own_server(tiny_hub, tmp_path, monkeypatch, capsys):
     for key, value in hub_env(tiny_hub).items():
         monkeypatch.setenv(key, value)

@@ -17,6 +17,7 @@ from sapiens_blender.core.analysis import maps_from_outputs
 pytest.importorskip("torch")
 
 
+@pytest.mark.slow
 def test_weights_dir_option_serves_sapiens2_offline(tmp_path):
     weights = tmp_path / "weights"
     for task in SAPIENS2_TASKS:  # the local-folder layout: <dir>/<repo name>/config.json + weights

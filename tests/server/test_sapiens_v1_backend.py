@@ -33,6 +33,7 @@ def test_2b_says_which_tasks_use_the_1b_checkpoints():
     assert any("sapiens_1b_goliath_best_goliath_AP_639" in f for f in files)
 
 
+@pytest.mark.slow
 def test_v1_analysis_gives_relative_depth_maps(tiny_hub, offline_hub):
     offline_hub(tiny_hub)
     assert sapiens_v1.weights_available("0.3b") and not sapiens_v1.weights_available("0.6b")
@@ -57,3 +58,20 @@ def test_missing_v1_size_offline_is_a_clear_error(tiny_hub, offline_hub):
         sapiens_v1.Sapiens1Backend("0.6b", device="cpu").load()
     assert err.value.status == 503
     assert "sapiens_0.6b_goliath_best_goliath_mIoU_7777_epoch_178_torchscript.pt2" in str(err.value)
+
+
+def test_v1_file_names_are_the_hub_mains():
+    """The files on the repos' main branches: pose, seg and normal checked against the hub's file
+    listings (pose 0.6b moved from AP_600 to AP_609 and 1b from AP_640 to AP_639 on main; older
+    snapshots hold the old names); depth from the upstream READMEs (shared reference sapiens.md 1.2)."""
+    from inference_server.backends.sapiens_v1 import checkpoint
+
+    assert checkpoint("pose", "0.6b") == ("facebook/sapiens-pose-0.6b-torchscript",
+                                          "sapiens_0.6b_goliath_best_goliath_AP_609_torchscript.pt2")
+    assert checkpoint("pose", "1b")[1] == "sapiens_1b_goliath_best_goliath_AP_639_torchscript.pt2"
+    assert checkpoint("seg", "0.6b")[1] == "sapiens_0.6b_goliath_best_goliath_mIoU_7777_epoch_178_torchscript.pt2"
+    assert checkpoint("seg", "1b")[1] == "sapiens_1b_goliath_best_goliath_mIoU_7994_epoch_151_torchscript.pt2"
+    assert checkpoint("normal", "0.6b")[1] == "sapiens_0.6b_normal_render_people_epoch_200_torchscript.pt2"
+    assert checkpoint("normal", "1b")[1] == "sapiens_1b_normal_render_people_epoch_115_torchscript.pt2"
+    assert checkpoint("depth", "0.6b")[1] == "sapiens_0.6b_render_people_epoch_70_torchscript.pt2"
+    assert checkpoint("depth", "1b")[1] == "sapiens_1b_render_people_epoch_88_torchscript.pt2"

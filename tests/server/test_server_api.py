@@ -14,6 +14,7 @@ import pytest
 from server_harness import TINY_MODEL, assert_same, png_bytes, sample
 
 from inference_server import protocol
+import v2_messages
 from inference_server.backends.base import MAP_OUTPUTS, OPTIONAL_OUTPUTS
 from inference_server.processing.goliath import PART_NAMES_SAPIENS2
 
@@ -86,6 +87,7 @@ def check_maps(out: dict, h: int, w: int) -> None:
         assert out[dense].binary, f"{dense} must travel binary"
 
 
+@pytest.mark.slow
 def test_tiny_model_from_png_and_from_pixels_agree(server):
     photo = _photo()
     image = protocol.tensor("image", np.array([png_bytes(photo)], object), "BYTES")
@@ -213,7 +215,7 @@ def test_client_hanging_up_cancels_its_job(server):
     import socket
 
     job_id = f"hangup-{uuid.uuid4()}"
-    body, hlen = protocol.encode_infer_request([protocol.tensor("x", [1.0])], id=job_id,
+    body, hlen = v2_messages.encode_infer_request([protocol.tensor("x", [1.0])], id=job_id,
                                                parameters={"delay_ms": 10_000})
     sock = socket.create_connection((server.host, server.port), timeout=10)
     sock.sendall((f"POST /v2/models/echo/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"

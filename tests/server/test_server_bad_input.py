@@ -16,6 +16,7 @@ from PIL import Image
 from server_harness import TINY_MODEL, png_bytes, raw_exchange, start_server, status_of
 
 from inference_server import protocol
+import v2_messages
 
 
 def post_infer(server, body: bytes, model: str = "echo", header_length=None):
@@ -43,7 +44,7 @@ def test_malformed_json(alive_after):
 
 
 def test_header_length_larger_than_body(alive_after):
-    body, hlen = protocol.encode_infer_request([protocol.tensor("x", np.zeros(4, np.float32))])
+    body, hlen = v2_messages.encode_infer_request([protocol.tensor("x", np.zeros(4, np.float32))])
     expect_error(post_infer(alive_after, body, header_length=len(body) + 10), 400,
                  "Inference-Header-Content-Length")
     expect_error(post_infer(alive_after, body, header_length="twelve"), 400, "not an integer")
@@ -150,7 +151,7 @@ def test_missing_or_wrong_token(alive_after):
         reply = alive_after.request("GET", "/v2", headers=headers, auth=False)
         expect_error(reply, 401, "token")
         assert reply.headers.get("www-authenticate") == "Bearer"
-    body, _ = protocol.encode_infer_request([protocol.tensor("x", [1])], binary=False)
+    body, _ = v2_messages.encode_infer_request([protocol.tensor("x", [1])], binary=False)
     reply = alive_after.request("POST", "/v2/models/echo/infer", body, auth=False)
     expect_error(reply, 401)
 

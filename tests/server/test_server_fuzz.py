@@ -91,6 +91,7 @@ def poster(server):
     assert server.alive()
 
 
+@pytest.mark.slow
 def test_fuzz_json_infer_bodies(poster):
     @settings(max_examples=1200, **FUZZ_SETTINGS)
     @given(model=models, body=requests)
@@ -133,6 +134,7 @@ def test_fuzz_raw_bytes(poster):
     assert poster.count >= 2000  # thousands of requests really went out
 
 
+@pytest.mark.slow
 def test_fuzz_every_route_from_openapi(server):
     schemathesis = pytest.importorskip("schemathesis")
     from schemathesis.checks import not_a_server_error

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from inference_server import protocol
+import v2_messages
 
 psutil = pytest.importorskip("psutil")
 
@@ -25,7 +26,7 @@ def _client(server, requests: int, seed: int) -> int:
     rng = np.random.default_rng(seed)
     image = rng.integers(0, 256, (768, 1024, 3), dtype=np.uint8)
     depth = rng.standard_normal((768, 1024)).astype(np.float32)
-    body, hlen = protocol.encode_infer_request(
+    body, hlen = v2_messages.encode_infer_request(
         [protocol.tensor("image", image), protocol.tensor("depth", depth)],
         parameters={"binary_data_output": True})
     headers = server.auth({"Inference-Header-Content-Length": str(hlen),
@@ -38,7 +39,7 @@ def _client(server, requests: int, seed: int) -> int:
             resp = conn.getresponse()
             data = resp.read()
             assert resp.status == 200, data[:300]
-            _, out = protocol.parse_infer_response(
+            _, out = v2_messages.parse_infer_response(
                 data, int(resp.getheader("Inference-Header-Content-Length")))
             exact += bool(np.array_equal(out["image"].array, image)
                           and out["depth"].array.tobytes() == depth.tobytes())
@@ -52,6 +53,7 @@ def _usage(proc) -> tuple[int, int]:
     return proc.memory_info().rss, proc.num_fds() if hasattr(proc, "num_fds") else proc.num_handles()
 
 
+@pytest.mark.slow
 def test_concurrent_clients_no_errors_no_growth(server):
     proc = psutil.Process(server.proc.pid)
     with ThreadPoolExecutor(CLIENTS) as pool:  # warm-up round

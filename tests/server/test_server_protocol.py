@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from inference_server import protocol
+import v2_messages
 from inference_server.protocol import ProtocolError, Tensor, tensor
 from server_harness import assert_same, sample
 
@@ -21,7 +22,7 @@ def test_every_datatype_round_trips(datatype, binary):
     if datatype == "BF16" and not binary:
         pytest.skip("BF16 is binary-only (tested below)")
     t = tensor("t", sample(datatype), datatype)
-    body, hlen = protocol.encode_infer_request([t], binary=binary, id="r1")
+    body, hlen = v2_messages.encode_infer_request([t], binary=binary, id="r1")
     assert (hlen is not None) == binary
     req = protocol.parse_infer_request(body, hlen)
     assert req.id == "r1" and req.inputs[0].datatype == datatype
@@ -57,9 +58,9 @@ def test_bytes_json_base64_both_ways():
 
 def test_response_mixes_binary_and_json():
     outs = [tensor("a", np.arange(6, dtype=np.float32).reshape(2, 3)), tensor("s", ["x"], "BYTES")]
-    body, hlen = protocol.encode_message({"model_name": "m", "id": "1"}, "outputs", outs,
+    body, hlen = v2_messages.encode_message({"model_name": "m", "id": "1"}, "outputs", outs,
                                          [True, False])
-    header, tensors = protocol.parse_infer_response(body, hlen)
+    header, tensors = v2_messages.parse_infer_response(body, hlen)
     assert header["outputs"][0]["parameters"]["binary_data_size"] == 24
     assert "data" in header["outputs"][1]
     assert_same(tensors["a"].array, outs[0].array)
@@ -129,5 +130,5 @@ def test_binary_framing_errors():
 
 def test_zero_size_tensor_round_trips():
     t = Tensor("z", "FP32", np.zeros((0, 3), np.float32))
-    req = protocol.parse_infer_request(*protocol.encode_infer_request([t]))
+    req = protocol.parse_infer_request(*v2_messages.encode_infer_request([t]))
     assert req.inputs[0].array.shape == (0, 3)

@@ -224,3 +224,42 @@ if pytest is not None:
             return Path(cache_dir)
 
         return use
+
+
+# --- person detector --------------------------------------------------------------------------------
+DETECTOR_REPO = "PekingU/rtdetr_r18vd"
+DETECTOR_INPUT_HW = (64, 64)
+
+
+def build_tiny_detector(out_dir: Path, person_score_logit: float = 8.0, labels: dict | None = None,
+                        seed: int = 0):
+    """A tiny random-weight RT-DETR (the default detector's real architecture and file layout:
+    config.json + model.safetensors + preprocessor_config.json). ``person_score_logit`` biases
+    every query's person score (high: people everywhere; low: nobody)."""
+    import json
+
+    import torch
+    from transformers import RTDetrConfig, RTDetrForObjectDetection, RTDetrResNetConfig
+
+    torch.manual_seed(seed)
+    labels = labels or {i: ("person" if i == 0 else f"class{i}") for i in range(80)}
+    backbone = RTDetrResNetConfig(embedding_size=8, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1],
+                                  layer_type="basic", out_indices=[2, 3, 4])
+    config = RTDetrConfig(backbone_config=backbone, encoder_in_channels=[16, 32, 64], encoder_hidden_dim=16,
+                          d_model=16, decoder_in_channels=[16, 16, 16], encoder_ffn_dim=32, decoder_ffn_dim=32,
+                          num_queries=12, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                          num_denoising=0, id2label=labels)
+    model = RTDetrForObjectDetection(config).eval()
+    person = [k for k, v in labels.items() if v == "person"]
+    with torch.no_grad():
+        for head in model.model.decoder.class_embed:
+            head.weight.mul_(0.01)
+            head.bias.fill_(-8.0)
+            if person:
+                head.bias[person[0]] = person_score_logit
+    model.save_pretrained(str(out_dir))
+    (Path(out_dir) / "preprocessor_config.json").write_text(json.dumps({
+        "image_processor_type": "RTDetrImageProcessor", "do_resize": True, "do_rescale": True,
+        "rescale_factor": 1 / 255, "do_normalize": False,
+        "size": {"height": DETECTOR_INPUT_HW[0], "width": DETECTOR_INPUT_HW[1]}}))
+    return model

@@ -73,8 +73,6 @@ for _side, _s in (("left", "Left"), ("right", "Right")):
         for _k in ("4", "3", "2", "_third_joint"):
             SURFACE_RULES[f"{_side}_{_f}{_k}"] = ((f"{_s}_Hand",), 0.008)
 
-LIFTED_NAMES = tuple(LIMB_RULES) + tuple(SURFACE_RULES)
-
 
 def lift_joints(maps: Maps, person_id: int, mesh=None, min_score: float = 0.3) -> dict[str, Joint]:
     """3D joints of one person: lifted keypoints, filled-in joints and derived ones.

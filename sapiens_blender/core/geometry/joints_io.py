@@ -8,13 +8,13 @@ Keys are Goliath-308 keypoint names; the derived joints of the skeleton (``pelvi
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from ..atomic_files import atomic_write_bytes
 from ..goliath import KEYPOINT_INDEX
+from ..safe_read import read_json
 from .joints_fill import DERIVED_JOINTS, JointSet, fill_and_derive
 from .types import Joint
 
@@ -33,25 +33,12 @@ def write(path, people: dict) -> Path:
                                          "estimated": bool(j.estimated)} for n, j in joints.items()}}
         for pid, joints in sorted(people.items())
     ]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".json.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write_bytes(path, json.dumps(doc, indent=1).encode("utf-8"))
 
 
 def read(path, complete: bool = True) -> dict[int, dict[str, Joint]]:
     """{person_id: {name: Joint}}; with ``complete`` the derived joints are added when absent."""
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise JointsFileError(f"{path} is not valid JSON: {exc}") from exc
+    doc = read_json(path, JointsFileError, "joints JSON file")
     return parse(doc, complete=complete, source=str(path))
 
 
@@ -74,8 +61,10 @@ def parse(doc, complete: bool = True, source: str = "joints") -> dict[int, dict[
                 raise JointsFileError(f"{where}: unknown joint name {name!r} (Goliath-308 names expected)")
             xyz = entry.get("xyz") if isinstance(entry, dict) else None
             try:
+                if not isinstance(xyz, list) or len(xyz) != 3:
+                    raise ValueError
                 arr = np.asarray(xyz, np.float64).reshape(3)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise JointsFileError(f"{where}.{name}: xyz must be 3 numbers, got {xyz!r}") from None
             if not np.isfinite(arr).all():
                 raise JointsFileError(f"{where}.{name}: xyz must be finite, got {xyz!r}")

@@ -131,3 +131,57 @@ def rolls_for_z_axes(heads, tails, z_axes) -> np.ndarray:
     base = bone_matrices(heads, tails, np.zeros(len(heads)))
     y, z0 = base[:, :, 1], base[:, :, 2]
     return np.arctan2(np.einsum("ij,ij->i", np.cross(z0, z_axes), y), np.einsum("ij,ij->i", z0, z_axes))
+
+
+def project_to_pixels(xyz: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
+    """Camera-frame points [...,3] -> (row, col) pixel coordinates [...,2] (float)."""
+    k = np.asarray(intrinsics, np.float64)
+    z = np.maximum(xyz[..., 2], 1e-6)
+    return np.stack([k[1, 1] * xyz[..., 1] / z + k[1, 2], k[0, 0] * xyz[..., 0] / z + k[0, 2]], axis=-1)
+
+
+def drop_bones_outside(skel: Skeleton, person_mask: np.ndarray, intrinsics: np.ndarray,
+                       margin: float = 0.02) -> tuple[Skeleton, list[str]]:  # fmt: skip
+    """Remove estimated bones whose tail lies outside the person in the photo (the legs of a
+    half-body photo), with all their children. A bone with a measured joint is always kept.
+
+    "Outside": the tail projects off the image, or farther than ``margin`` (a fraction of the
+    photo's diagonal) from every pixel of ``person_mask``. Returns (skeleton, dropped names)."""
+    h, w = person_mask.shape
+    rc = project_to_pixels(skel.tails, intrinsics)
+    radius = max(2, int(round(margin * np.hypot(h, w))))
+    grown = _dilate(person_mask.astype(bool), radius)
+    r, c = np.rint(rc[:, 0]).astype(np.int64), np.rint(rc[:, 1]).astype(np.int64)
+    on_image = (r >= 0) & (r < h) & (c >= 0) & (c < w)
+    inside = np.zeros(len(skel.names), bool)
+    inside[on_image] = grown[r[on_image], c[on_image]]
+    drop = skel.estimated & ~inside
+    for i, parent in enumerate(skel.parents):  # parents come first: children follow them out
+        if parent >= 0 and drop[parent]:
+            drop[i] = True
+    if not drop.any():
+        return skel, []
+    if drop[0]:
+        return skel, []  # never drop the root: a skeleton needs its pelvis
+    keep = np.flatnonzero(~drop)
+    new_index = -np.ones(len(skel.names), np.int64)
+    new_index[keep] = np.arange(len(keep))
+    parents = np.where(skel.parents[keep] >= 0, new_index[np.maximum(skel.parents[keep], 0)], -1).astype(np.int32)
+    trimmed = Skeleton([skel.names[i] for i in keep], skel.heads[keep], skel.tails[keep], parents,
+                       skel.rolls[keep], skel.estimated[keep], person_id=skel.person_id,
+                       z_axes=None if skel.z_axes is None else skel.z_axes[keep])  # fmt: skip
+    return trimmed, [skel.names[i] for i in np.flatnonzero(drop)]
+
+
+def _dilate(mask: np.ndarray, radius: int) -> np.ndarray:
+    """Binary dilation by a square of half-size ``radius`` (separable running maximum)."""
+    out = mask
+    for axis in (0, 1):
+        padded = np.pad(out, [(radius, radius) if a == axis else (0, 0) for a in (0, 1)])
+        cums = np.cumsum(padded, axis=axis, dtype=np.int32)
+        cums = np.concatenate([np.zeros_like(np.take(cums, [0], axis=axis)), cums], axis=axis)
+        n = out.shape[axis]
+        upper = np.take(cums, np.arange(2 * radius + 1, 2 * radius + 1 + n), axis=axis)
+        lower = np.take(cums, np.arange(0, n), axis=axis)
+        out = (upper - lower) > 0
+    return out

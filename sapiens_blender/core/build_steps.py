@@ -1,22 +1,23 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The geometry-core calls behind the builders (numpy only): surface, skeleton, part weights."""
+"""The geometry-core calls behind the Blender builders (numpy only, no bpy: the builders in
+blender/ call these and write the results into bpy): surface, skeleton, part weights."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..core.geometry import joints as geo_joints
-from ..core.geometry import skeleton as geo_skeleton
-from ..core.geometry.surface import build_surface_mesh
-from ..core.geometry.types import SurfaceMesh
-from ..core.maps import Maps
+from .geometry import joints as geo_joints
+from .geometry import skeleton as geo_skeleton
+from .geometry.surface import build_surface_mesh
+from .geometry.types import SurfaceMesh
+from .maps import Maps
 
 
 def surface(maps: Maps, pid: int, stride: int, closed: bool) -> SurfaceMesh:
     """The person's visible surface (one vertex per ``stride`` pixels), or the closed body."""
     result = build_surface_mesh(maps, pid, stride=stride)
     if closed:
-        from ..core.geometry.closed import close_body
+        from .geometry.closed import close_body
 
         result = close_body(result, maps)
     return result
@@ -38,11 +39,15 @@ def skeleton(maps: Maps, pid: int, surface_mesh: SurfaceMesh, joints_by_person: 
     report = {k: sorted(v) if isinstance(v, (set, frozenset, list, tuple)) else v for k, v in report.items()}
     if given:
         report["source"] = "joints file"
+    else:  # a half-body photo: no estimated legs hanging below the mesh
+        skel, dropped = geo_skeleton.drop_bones_outside(skel, maps.mask == pid, maps.intrinsics)
+        if dropped:
+            report["dropped_bones"] = dropped
     return skel, report, dict(joints)
 
 
 def part_weights(surface_mesh: SurfaceMesh, skel, maps: Maps):
     """Part-based weights of every vertex (the geometry core's sparse VertexWeights)."""
-    from ..core.geometry.weights import part_based_weights
+    from .geometry.weights import part_based_weights
 
     return part_based_weights(surface_mesh, skel, maps.part_names)

@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The model settings of one server run, read once and passed down (backends never read the
+environment themselves).
+
+``python -m inference_server`` builds one from its flags over the environment; the environment
+variables stay the interface for a server started by someone else (the add-on, a service file):
+
+=====================  ==========================  ===========================================
+field                  variable                    meaning
+=====================  ==========================  ===========================================
+device                 SAPIENS_DEVICE              auto | cpu | cuda | cuda:N | mps
+precision              SAPIENS_PRECISION           auto | fp32 | bf16 | fp16 | int8
+compile                SAPIENS_COMPILE             1: torch.compile the backbones (CUDA)
+weights_dir            SAPIENS_WEIGHTS_DIR         local weights folder (<dir>/<repo name>/...)
+input_scale            SAPIENS_INPUT_SCALE         Sapiens2 preview input scale in [0.1, 1]
+detector               SAPIENS_DETECTOR            person detector repo id, or ``none``
+auto_model             SAPIENS_AUTO_MODEL          force what ``auto`` serves
+auto_size              SAPIENS_AUTO_SIZE           Sapiens2 size ``auto`` picks (0.4b)
+=====================  ==========================  ===========================================
+
+Hugging Face's own variables (HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE, HF_TOKEN) keep their
+meaning: they belong to huggingface_hub and are read where the hub is used (weights.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_DETECTOR = "PekingU/rtdetr_r18vd"
+NO_DETECTOR = ("", "none", "off", "0")
+
+
+@dataclass(frozen=True)
+class SapiensSettings:
+    device: str = "auto"
+    precision: str = "auto"
+    compile: bool = False
+    weights_dir: Path | None = None
+    input_scale: float = 1.0
+    detector: str | None = DEFAULT_DETECTOR  # None: people from the mask's connected components
+    auto_model: str = ""
+    auto_size: str = "0.4b"
+
+    def __post_init__(self):
+        # "none"/"off" mean no detector, however the settings were made; folders are Paths
+        if isinstance(self.detector, str) and self.detector.strip().lower() in NO_DETECTOR:
+            object.__setattr__(self, "detector", None)
+        if self.weights_dir is not None and not isinstance(self.weights_dir, Path):
+            object.__setattr__(self, "weights_dir", Path(self.weights_dir).expanduser())
+
+    @classmethod
+    def from_env(cls, environ=None, **overrides) -> "SapiensSettings":
+        """Settings from the variables above; keyword ``overrides`` that are not None win."""
+        env = os.environ if environ is None else environ
+
+        def text(name: str, default: str) -> str:
+            return (env.get(name) or "").strip() or default
+
+        try:
+            scale = float(text("SAPIENS_INPUT_SCALE", "1"))
+        except ValueError:
+            raise ValueError(f"SAPIENS_INPUT_SCALE must be a number, got {env.get('SAPIENS_INPUT_SCALE')!r}") from None
+        detector = text("SAPIENS_DETECTOR", DEFAULT_DETECTOR)
+        folder = text("SAPIENS_WEIGHTS_DIR", "")
+        settings = cls(
+            device=text("SAPIENS_DEVICE", "auto").lower(),
+            precision=text("SAPIENS_PRECISION", "auto").lower(),
+            compile=text("SAPIENS_COMPILE", "0") == "1",
+            weights_dir=Path(folder).expanduser() if folder else None,
+            input_scale=scale,
+            detector=detector,
+            auto_model=text("SAPIENS_AUTO_MODEL", ""),
+            auto_size=text("SAPIENS_AUTO_SIZE", "0.4b"),
+        )
+        return settings.replace(**overrides)
+
+    def replace(self, **overrides) -> "SapiensSettings":
+        """A copy with the given fields changed (None values are ignored)."""
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        return dataclasses.replace(self, **changes) if changes else self

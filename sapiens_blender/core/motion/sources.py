@@ -1,0 +1,303 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Frame sources: a video file, a folder of images or a folder of maps (.npz), streamed.
+
+Every source yields :class:`Frame` objects in the input's order, one at a time (a clip is never
+held in memory whole). ``index`` counts from 0 in the input's order, before the stride is
+applied, so a frame keeps its number whatever ``start``/``stride`` select. Video decoding uses
+OpenCV (``cv2``), imported only when a video is opened: Blender's Python may lack it, and
+image folders and maps folders never need it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+VIDEO_SUFFIXES = (".mp4", ".mov", ".avi", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".gif")
+DEFAULT_FPS = 25.0  # an image or maps folder says nothing about its frame rate
+
+
+class FrameSourceError(ValueError):
+    """The input cannot be read as frames; the message says why and what would work."""
+
+
+@dataclass
+class Frame:
+    index: int  # position in the input, from 0, before the stride
+    name: str  # file name, or "<video stem>#<index>"
+    data: bytes | None = None  # encoded image (what the server decodes), for photo/video frames
+    maps_path: Path | None = None  # for a maps folder
+
+    def load_maps(self):
+        from ..maps import Maps
+
+        return Maps.load(self.maps_path)
+
+
+@dataclass(frozen=True)
+class FrameRange:
+    start: int = 0
+    end: int | None = None  # exclusive; None = to the end
+    stride: int = 1
+
+    def __post_init__(self):
+        if self.start < 0:
+            raise FrameSourceError(f"start must be 0 or more, got {self.start}")
+        if self.end is not None and self.end <= self.start:
+            raise FrameSourceError(f"end ({self.end}) must be after start ({self.start})")
+        if self.stride < 1:
+            raise FrameSourceError(f"stride must be 1 or more, got {self.stride}")
+
+    def selects(self, index: int) -> bool:
+        return index >= self.start and (self.end is None or index < self.end) \
+            and (index - self.start) % self.stride == 0
+
+    def count(self, total: int) -> int:
+        end = total if self.end is None else min(total, self.end)
+        return max(0, (end - self.start + self.stride - 1) // self.stride)
+
+
+class FrameSource:
+    """Base: ``fps`` (of the input), ``total`` frames in the input (None if unknown),
+    ``selected`` frames after the range, and iteration over the selected frames."""
+
+    fps: float = DEFAULT_FPS
+    total: int | None = None
+    width: int | None = None
+    height: int | None = None
+
+    def __init__(self, frames: FrameRange | None = None):
+        self.range = frames or FrameRange()
+
+    @property
+    def selected(self) -> int | None:
+        return None if self.total is None else self.range.count(self.total)
+
+    @property
+    def output_fps(self) -> float:
+        """The frame rate of the animation: the input's, divided by the stride."""
+        return self.fps / self.range.stride
+
+    def __iter__(self) -> Iterator[Frame]:
+        raise NotImplementedError
+
+
+class ImageFolder(FrameSource):
+    """Images of a folder sorted by name (natural order: frame2 before frame10)."""
+
+    def __init__(self, folder, frames: FrameRange | None = None, fps: float | None = None):
+        super().__init__(frames)
+        self.folder = Path(folder)
+        self.files = _sorted_files(self.folder, IMAGE_SUFFIXES, "images")
+        self.total = len(self.files)
+        self.fps = float(fps or DEFAULT_FPS)
+
+    def __iter__(self):
+        for i, path in enumerate(self.files):
+            if self.range.selects(i):
+                yield Frame(i, path.name, data=path.read_bytes())
+
+
+class MapsFolder(FrameSource):
+    """One canonical maps file (.npz, as ``analyze`` writes) per frame, sorted by name."""
+
+    def __init__(self, folder, frames: FrameRange | None = None, fps: float | None = None):
+        super().__init__(frames)
+        self.folder = Path(folder)
+        self.files = _sorted_files(self.folder, (".npz",), "maps files (.npz)")
+        self.total = len(self.files)
+        self.fps = float(fps or DEFAULT_FPS)
+
+    def __iter__(self):
+        for i, path in enumerate(self.files):
+            if self.range.selects(i):
+                yield Frame(i, path.name, maps_path=path)
+
+
+# The decoding code, as text: run here (exec, when this Python has cv2) or by another
+# interpreter that has it (Blender's Python usually lacks OpenCV; the server's environment has
+# it), which streams the frames back on stdout. One implementation for both.
+_DECODER = r"""
+import json, struct, sys
+
+import cv2
+
+
+def probe(path):
+    cap = cv2.VideoCapture(path)
+    try:
+        ok, first = cap.read() if cap.isOpened() else (False, None)
+        if not ok:
+            return None
+        return {"fps": float(cap.get(cv2.CAP_PROP_FPS) or 0.0), "count": int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0),
+                "width": int(first.shape[1]), "height": int(first.shape[0])}
+    finally:
+        cap.release()
+
+
+def frames(path, start, end, stride):
+    # (index, PNG bytes) of the selected frames; skipped frames are grabbed, not decoded.
+    cap = cv2.VideoCapture(path)
+    try:
+        if start > 0:  # seeking is inexact on some codecs: verify by position, else walk
+            cap.set(cv2.CAP_PROP_POS_FRAMES, start)
+            if int(cap.get(cv2.CAP_PROP_POS_FRAMES)) != start:
+                cap.release()
+                cap = cv2.VideoCapture(path)
+        index = int(cap.get(cv2.CAP_PROP_POS_FRAMES) or 0)
+        while end < 0 or index < end:
+            if index < start or (index - start) % stride:
+                if not cap.grab():
+                    break
+                index += 1
+                continue
+            ok, bgr = cap.read()
+            if not ok:
+                break
+            ok, png = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+            if not ok:
+                raise RuntimeError(f"cannot encode frame {index}")
+            yield index, png.tobytes()
+            index += 1
+    finally:
+        cap.release()
+
+
+if __name__ == "__main__":
+    out = sys.stdout.buffer
+    if sys.argv[1] == "probe":
+        out.write(json.dumps(probe(sys.argv[2])).encode() + b"\n")
+    else:
+        for i, data in frames(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])):
+            out.write(struct.pack("<qq", i, len(data)) + data)
+            out.flush()
+"""
+
+
+class VideoFile(FrameSource):
+    """A video file decoded by OpenCV frame by frame; frames travel PNG-encoded (lossless).
+
+    ``decoder_python``: an interpreter with OpenCV to decode in a subprocess when this Python
+    has none (inside Blender: the server's environment).
+    """
+
+    def __init__(self, path, frames: FrameRange | None = None, fps: float | None = None,
+                 decoder_python: str | None = None):
+        super().__init__(frames)
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FrameSourceError(f"the video {self.path} does not exist or is not a file")
+        self._decoder = _local_decoder()
+        self._python = None if self._decoder else decoder_python
+        if self._decoder is None and not self._python:
+            raise FrameSourceError(
+                "decoding a video needs OpenCV (cv2), which this Python lacks: install the server extra "
+                "(`pip install opencv-contrib-python`), or give a folder of frames instead")
+        info = self._decoder["probe"](str(self.path)) if self._decoder else self._probe_in_subprocess()
+        if info is None:
+            raise FrameSourceError(
+                f"OpenCV cannot decode {self.path.name}: not a video, or a codec this OpenCV lacks "
+                "(convert it to H.264 .mp4, or export its frames to a folder of images)")
+        self.width, self.height = info["width"], info["height"]
+        native = info["fps"]
+        self.fps = float(fps or (native if 0 < native < 1000 else DEFAULT_FPS))
+        self.total = info["count"] if info["count"] > 0 else None  # containers may not say
+
+    def __iter__(self):
+        end = -1 if self.range.end is None else self.range.end
+        args = (str(self.path), self.range.start, end, self.range.stride)
+        if self._decoder:
+            for index, data in self._decoder["frames"](*args):
+                yield Frame(index, f"{self.path.stem}#{index}", data=data)
+            return
+        yield from self._frames_from_subprocess(args)
+
+    def _probe_in_subprocess(self):
+        import json
+        import subprocess
+
+        try:
+            out = subprocess.run([self._python, "-c", _DECODER, "probe", str(self.path)], capture_output=True,
+                                 timeout=120, check=True, env=_clean_env())
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise FrameSourceError(f"cannot run {self._python} to decode the video (it needs OpenCV): {exc}") from exc
+        return json.loads(out.stdout.decode().strip().splitlines()[-1])
+
+    def _frames_from_subprocess(self, args):
+        import struct
+        import subprocess
+
+        proc = subprocess.Popen([self._python, "-c", _DECODER, "frames", *map(str, args)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_clean_env())
+        try:
+            while True:
+                head = proc.stdout.read(16)
+                if len(head) < 16:
+                    break
+                index, size = struct.unpack("<qq", head)
+                yield Frame(index, f"{self.path.stem}#{index}", data=proc.stdout.read(size))
+            if proc.wait() != 0:
+                err = proc.stderr.read().decode("utf-8", "replace").strip().splitlines()
+                raise FrameSourceError(f"decoding {self.path.name} failed: {err[-1] if err else proc.returncode}")
+        finally:
+            if proc.poll() is None:  # the caller stopped early (cancel): end the decoder
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+
+
+def _local_decoder() -> dict | None:
+    try:
+        import cv2  # noqa: F401
+    except ImportError:
+        return None
+    namespace: dict = {"__name__": "sapiens_video_decoder"}
+    exec(compile(_DECODER, "<sapiens video decoder>", "exec"), namespace)  # noqa: S102 - our own code
+    return namespace
+
+
+def _clean_env() -> dict:
+    # Blender's PYTHONHOME/PYTHONPATH would point another interpreter at Blender's modules.
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
+
+
+def open_source(path, frames: FrameRange | None = None, fps: float | None = None,
+                maps: bool = False, decoder_python: str | None = None) -> FrameSource:
+    """The right source for ``path``: a maps folder (``maps=True``), an image folder or a video."""
+    path = Path(path)
+    if maps:
+        if not path.is_dir():
+            raise FrameSourceError(f"--maps-dir expects a folder of .npz maps files, got {path}")
+        return MapsFolder(path, frames, fps)
+    if path.is_dir():
+        return ImageFolder(path, frames, fps)
+    if not path.exists():
+        raise FrameSourceError(f"no such video or folder: {path}")
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        raise FrameSourceError(f"{path.name} is a single image: give a video or a folder of frames "
+                               "(use `build` for one photo)")
+    return VideoFile(path, frames, fps, decoder_python)
+
+
+def _sorted_files(folder: Path, suffixes, what: str) -> list[Path]:
+    if not folder.is_dir():
+        raise FrameSourceError(f"{folder} is not a folder")
+    files = sorted((p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in suffixes
+                    and not p.name.startswith(".")), key=lambda p: _natural_key(p.name))
+    if not files:
+        raise FrameSourceError(f"{folder} holds no {what} ({', '.join(suffixes)})")
+    return files
+
+
+def _natural_key(name: str):
+    import re
+
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]
+
+
+def is_video(path: str | os.PathLike) -> bool:
+    return Path(path).suffix.lower() in VIDEO_SUFFIXES

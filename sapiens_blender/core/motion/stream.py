@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A clip through the inference server, several frames in flight, results in input order.
+
+Up to ``parallel`` frames are analysed at once (the server batches queued requests of one model
+into one forward pass); frames are read from the source only as slots free up, so the clip is
+never held in memory whole. ``run_clip`` feeds the maps to a :class:`ClipAnimator` in order and
+reports per-frame progress; a set ``cancel_event`` stops it (frames in flight are cancelled on
+the server) with :class:`RequestCancelled`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+from ..errors import RequestCancelled
+from .clip import AnimateOptions, Animation, ClipAnimator
+from .poses import PoseSource
+from .sources import Frame, FrameSource
+
+# progress(frames done, frames in all or None if unknown, message)
+FrameProgress = Callable[[int, "int | None", str], None]
+
+
+def analyze_frames(frames: Iterator[Frame], analyze: Callable, parallel: int = 4,
+                   cancel_event: threading.Event | None = None) -> Iterator[tuple[Frame, object]]:
+    """(frame, maps) in input order; ``analyze(frame)`` -> Maps runs in ``parallel`` threads."""
+    if parallel < 1:
+        raise ValueError(f"parallel must be at least 1, got {parallel}")
+    cancel_event = cancel_event or threading.Event()
+    window: deque = deque()
+    frames = iter(frames)
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="sapiens-frame") as pool:
+        try:
+            while True:
+                while len(window) < parallel and not cancel_event.is_set():
+                    frame = next(frames, None)
+                    if frame is None:
+                        break
+                    window.append((frame, pool.submit(analyze, frame)))
+                if not window:
+                    break
+                frame, future = window.popleft()
+                yield frame, future.result()
+                if cancel_event.is_set():
+                    raise RequestCancelled("the animation was cancelled")
+        finally:  # frames not started yet never start (cancel or error)
+            for _, future in window:
+                future.cancel()
+
+
+def server_analyzer(client, model: str, max_side: int | None = None,
+                    cancel_event: threading.Event | None = None) -> Callable[[Frame], object]:
+    """analyze(frame) -> Maps through ``client`` (a frame of a maps folder is just loaded)."""
+    from ..analysis import analyze_photo
+
+    def analyze(frame: Frame):
+        if frame.maps_path is not None:
+            return frame.load_maps()
+        return analyze_photo(client, frame.data, model, max_side=max_side, cancel_event=cancel_event)
+    return analyze
+
+
+def run_clip(source: FrameSource, analyze: Callable[[Frame], object], *, parallel: int = 4,
+             pose_source: PoseSource | None = None, options: AnimateOptions = AnimateOptions(),
+             progress: FrameProgress | None = None,
+             cancel_event: threading.Event | None = None) -> Animation:
+    """Every selected frame of ``source`` -> an :class:`Animation`."""
+    cancel_event = cancel_event or threading.Event()
+    animator = ClipAnimator(source.output_fps, pose_source, options)
+    total = source.selected
+    done = 0
+
+    def analyze_and_detect(frame):  # in the worker threads: lifting overlaps other frames' analysis
+        maps = analyze(frame)
+        return maps, animator.poses.detect(maps)
+
+    for frame, (maps, detections) in analyze_frames(iter(source), analyze_and_detect, parallel, cancel_event):
+        ids = animator.add(frame.index, maps, detections)
+        done += 1
+        if progress is not None:
+            progress(done, total, f"frame {frame.index}: {len(ids)} "
+                                  f"{'person' if len(ids) == 1 else 'people'}")
+    if done == 0:
+        raise ValueError("the frame range selects no frame of the input")
+    return animator.finish()

@@ -1,0 +1,255 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""core.motion: assignment, tracking, smoothing, foot planting, rig rotations, frame sources."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from sapiens_blender.core.motion import joints_file
+from sapiens_blender.core.motion.clip import AnimateOptions, ClipAnimator
+from sapiens_blender.core.motion.feet import plant_feet
+from sapiens_blender.core.motion.rig import (MOTION_JOINTS, continuous_quaternions, matrix_to_quaternion,
+                                             pose_frames, rest_pose)
+from sapiens_blender.core.motion.smoothing import SmoothingOptions, smooth
+from sapiens_blender.core.motion.sources import (FrameRange, FrameSourceError, ImageFolder, MapsFolder,
+                                                 open_source)
+from sapiens_blender.core.motion.tracking import Detection, Tracker, assign, hungarian
+
+from motion_fixtures import moving_person
+
+
+def test_hungarian_is_optimal_on_random_matrices():
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 4, 6):
+        for _ in range(20):
+            cost = rng.random((n, n))
+            col = hungarian(cost)
+            best = min(sum(cost[i, p[i]] for i in range(n)) for p in itertools.permutations(range(n)))
+            assert cost[np.arange(n), col].sum() == pytest.approx(best)
+
+
+def test_assign_leaves_pairs_above_the_gate_unmatched():
+    rows, cols = assign(np.array([[0.1, 0.9], [0.2, 5.0], [3.0, 3.0]]), gate=1.0)
+    assert sorted(zip(rows, cols)) == [(0, 1), (1, 0)]  # 1.1 in all beats 0.1 + two unmatched
+    assert assign(np.array([[5.0]]), gate=1.0) == ([], [])
+    assert assign(np.zeros((0, 3))) == ([], [])
+
+
+def _box(j):
+    return np.array([j[:, 0].min() * 100, j[:, 1].min() * 100, j[:, 0].max() * 100, j[:, 1].max() * 100])
+
+
+def test_tracks_keep_identity_through_a_crossing_and_an_occlusion():
+    """Two people walk past each other (one in front: the other vanishes for 4 frames while
+    hidden), a third enters later. Detections arrive in shuffled order every frame."""
+    frames = 40
+    a = moving_person(frames, shift=(-0.5, 0, 0.3))
+    a[:, :, 0] += np.linspace(0, 1.0, frames)[:, None]  # left to right, in front
+    b = moving_person(frames, shift=(0.5, 0, 0.0))
+    b[:, :, 0] -= np.linspace(0, 1.0, frames)[:, None]  # right to left, behind
+    c = moving_person(frames, shift=(1.5, 0, 1.0))
+    rng = np.random.default_rng(0)
+    tracker = Tracker()
+    owner = {}
+    for t in range(frames):
+        people = [("a", a[t])]
+        if not 18 <= t < 22:  # b hidden behind a
+            people.append(("b", b[t]))
+        if t >= 25:
+            people.append(("c", c[t]))
+        rng.shuffle(people)
+        noisy = [(who, j + rng.normal(0, 0.01, j.shape)) for who, j in people]
+        ids = tracker.update(t, [Detection(j, _box(j)) for _, j in noisy])
+        for (who, _), tid in zip(noisy, ids):
+            owner.setdefault(who, set()).add(tid)
+    assert all(len(ids) == 1 for ids in owner.values()), owner
+    assert len({next(iter(v)) for v in owner.values()}) == 3
+    assert [len(t.frames) for t in tracker.tracks()] == [40, 36, 15]
+
+
+def test_a_track_ends_after_max_missing_frames():
+    j = moving_person(10)
+    tracker = Tracker(max_missing=3)
+    first = tracker.update(0, [Detection(j[0], _box(j[0]))])
+    for t in range(1, 6):
+        tracker.update(t, [])
+    assert tracker.update(6, [Detection(j[1], _box(j[1]))]) != first
+
+
+def _acc(x):
+    return float(np.linalg.norm(np.diff(x, 2, axis=0), axis=-1).mean())
+
+
+def test_smoothing_cuts_jitter_and_follows_the_motion():
+    truth = moving_person(60)
+    rng = np.random.default_rng(0)
+    noisy = truth + rng.normal(0, 0.02, truth.shape)
+    raw_acc = _acc(noisy - truth)
+    for lag, factor in ((2, 5.0), (None, 20.0)):
+        out = smooth(noisy, options=SmoothingOptions(lag=lag))
+        assert _acc(out - truth) * factor < raw_acc, (lag, _acc(out - truth), raw_acc)
+        assert np.linalg.norm(out - truth, axis=-1).mean() < 0.02
+    # Fixed lag: frame t depends only on measurements up to t + lag.
+    changed = noisy.copy()
+    changed[30:] += 1.0
+    a, b = smooth(noisy), smooth(changed)
+    np.testing.assert_allclose(a[:28], b[:28])
+    assert not np.allclose(a[28], b[28])
+
+
+def test_smoothing_bridges_gaps_and_rejects_an_outlier():
+    truth = moving_person(30)
+    noisy = truth.copy()
+    noisy[10:14] = np.nan  # unseen for 4 frames
+    noisy[20, 5] += 0.5  # one wild joint
+    out = smooth(noisy, options=SmoothingOptions(lag=None))
+    assert np.isfinite(out).all()
+    assert np.abs(out[10:14] - truth[10:14]).max() < 0.03
+    assert np.linalg.norm(out[20, 5] - truth[20, 5]) < 0.05
+
+
+def test_a_still_foot_is_planted_exactly():
+    truth = moving_person(30)
+    rng = np.random.default_rng(2)
+    idx = [MOTION_JOINTS.index(n) for n in ("left_ankle", "left_ball", "left_toe_tip")]
+    truth[:, idx] = truth[0, idx]  # the left foot stands still while the body moves
+    noisy = truth + rng.normal(0, 0.0005, truth.shape)  # what is left of the noise after smoothing
+    planted, contacts = plant_feet(noisy, MOTION_JOINTS, fps=25.0)
+    assert contacts["left"].all() and not contacts["right"].any()
+    assert np.ptp(planted[:, idx], axis=0).max() < 1e-9
+    right = MOTION_JOINTS.index("right_ankle")
+    np.testing.assert_array_equal(planted[:, right], noisy[:, right])
+
+
+def test_rig_keeps_bone_lengths_and_reaches_the_ankles():
+    joints = moving_person(20)
+    rest = rest_pose(joints)
+    posed = pose_frames(joints, rest.lengths, rest)
+    for ankle in ("left_ankle", "right_ankle", "left_wrist"):
+        i = MOTION_JOINTS.index(ankle)
+        assert np.abs(posed.joints[:, i] - joints[:, i]).max() < 1e-6
+    # A rigid motion of the whole body changes nothing but the root.
+    assert np.abs(posed.joints - joints).max() < 0.02
+
+
+def test_quaternions_match_matrices_and_never_flip():
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(50, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    w, x, y, z = q.T
+    m = np.stack([np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+                  np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+                  np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1)], -2)
+    back = matrix_to_quaternion(m)
+    np.testing.assert_allclose(np.abs(np.sum(back * q, axis=1)), 1.0, atol=1e-9)
+    # A slow spin through 360 deg: sign-normalised quaternions jump, continuous ones do not.
+    a = np.linspace(0, 2 * np.pi, 80)
+    spin = np.stack([np.cos(a / 2), np.zeros_like(a), np.zeros_like(a), np.sin(a / 2)], -1)
+    jumpy = matrix_to_quaternion(np.stack([[np.cos(a), -np.sin(a), 0 * a], [np.sin(a), np.cos(a), 0 * a],
+                                           [0 * a, 0 * a, 1 + 0 * a]]).transpose(2, 0, 1))
+    assert np.linalg.norm(np.diff(jumpy, axis=0), axis=1).max() > 1.0
+    smooth_q = continuous_quaternions(jumpy)
+    assert np.linalg.norm(np.diff(smooth_q, axis=0), axis=1).max() < 0.1
+    np.testing.assert_allclose(np.abs(np.sum(smooth_q * spin, axis=1)), 1.0, atol=1e-9)
+
+
+def test_frame_sources_select_sort_and_explain(tmp_path):
+    for name in ("f10.png", "f2.png", "f1.png", "notes.txt"):
+        (tmp_path / name).write_bytes(b"x")
+    src = ImageFolder(tmp_path, FrameRange(start=1, stride=1))
+    assert [f.name for f in src] == ["f2.png", "f10.png"] and [f.index for f in src] == [1, 2]
+    assert src.selected == 2 and src.fps == 25.0
+    src = open_source(tmp_path, FrameRange(0, None, 2), fps=30)
+    assert [f.index for f in src] == [0, 2] and src.output_fps == 15.0
+    with pytest.raises(FrameSourceError, match="no maps"):
+        MapsFolder(tmp_path)
+    with pytest.raises(FrameSourceError, match="stride"):
+        FrameRange(stride=0)
+    with pytest.raises(FrameSourceError, match="no such video"):
+        open_source(tmp_path / "missing.mp4")
+    (tmp_path / "bad.mp4").write_bytes(b"not a video")
+    with pytest.raises(FrameSourceError, match="cannot decode"):
+        open_source(tmp_path / "bad.mp4")
+
+
+def _write_video(tmp_path):
+    cv2 = pytest.importorskip("cv2")
+    path = tmp_path / "clip.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 30.0, (64, 48))
+    for i in range(12):
+        writer.write(np.full((48, 64, 3), i * 20, np.uint8))
+    writer.release()
+    return cv2, path
+
+
+def test_video_frames_stream_with_stride(tmp_path):
+    cv2, path = _write_video(tmp_path)
+    src = open_source(path, FrameRange(start=2, end=11, stride=3))
+    frames = list(src)
+    assert [f.index for f in frames] == [2, 5, 8] and src.fps == pytest.approx(30.0) and src.output_fps == 10.0
+    levels = [int(cv2.imdecode(np.frombuffer(f.data, np.uint8), cv2.IMREAD_GRAYSCALE).mean()) for f in frames]
+    assert levels == pytest.approx([40, 100, 160], abs=6)
+
+
+def test_video_decoded_by_another_python_when_this_one_lacks_opencv(tmp_path, monkeypatch):
+    """Blender's Python has no cv2: the server's interpreter decodes and streams the frames."""
+    import sys
+
+    from sapiens_blender.core.motion import sources
+
+    _, path = _write_video(tmp_path)
+    local = list(open_source(path, FrameRange(start=2, end=11, stride=3)))
+    monkeypatch.setattr(sources, "_local_decoder", lambda: None)
+    with pytest.raises(FrameSourceError, match="needs OpenCV"):
+        open_source(path)
+    src = open_source(path, FrameRange(start=2, end=11, stride=3), decoder_python=sys.executable)
+    assert src.fps == pytest.approx(30.0) and (src.width, src.height) == (64, 48)
+    remote = list(src)
+    assert [f.index for f in remote] == [2, 5, 8] and [f.data for f in remote] == [f.data for f in local]
+    stream = iter(open_source(path, decoder_python=sys.executable))
+    next(stream)
+    stream.close()  # stopping early ends the decoder process
+    (tmp_path / "bad.mp4").write_bytes(b"not a video")
+    with pytest.raises(FrameSourceError, match="cannot decode"):
+        open_source(tmp_path / "bad.mp4", decoder_python=sys.executable)
+
+
+class _JointsOnly:
+    """A pose source that returns given joints (the tracker and rig need nothing else)."""
+
+    kind = "relief armature"
+    joint_names = MOTION_JOINTS
+
+    def __init__(self, per_frame):
+        self.per_frame = iter(per_frame)
+
+    def detect(self, maps):
+        return [Detection(j, _box(j), np.zeros(len(j), bool)) for j in next(self.per_frame)]
+
+
+def test_clip_animator_and_the_joints_file(tmp_path):
+    from geometry_fixtures import plane_maps
+
+    truth = moving_person(12)
+    maps = plane_maps()
+    animator = ClipAnimator(25.0, _JointsOnly([[j] for j in truth]), AnimateOptions(min_track_frames=3))
+    for t in range(12):
+        animator.add(t * 2, maps)  # every other frame of the input
+    animation = animator.finish()
+    assert len(animation.tracks) == 1 and animation.frames == list(range(0, 24, 2))
+    path = joints_file.write(tmp_path / "anim.json", animation)
+    doc = json.loads(path.read_text())
+    assert doc["fps"] == 25.0 and len(doc["intrinsics"]) == 4
+    assert [f["frame"] for f in doc["frames"]] == list(range(0, 24, 2))
+    person = doc["frames"][3]["people"][0]
+    assert person["id"] == 1 and set(person["joints"]) == set(MOTION_JOINTS)
+    back = joints_file.read(path)
+    xyz, est = back["frames"][3]["people"][0]["joints"]["left_wrist"]
+    np.testing.assert_allclose(xyz, animation.tracks[0].joints[3, MOTION_JOINTS.index("left_wrist")], atol=1e-5)
+    (tmp_path / "bad.json").write_text('{"fps": 0, "intrinsics": [1,1,1,1], "frames": []}')
+    with pytest.raises(joints_file.AnimationJointsError, match="fps"):
+        joints_file.read(tmp_path / "bad.json")

@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Ground-truth cases for the body fit and the numbers that score them (test-only).
+
+Each case is maps (what an analysis would give) plus the true bodies. Used by
+tests/fit/test_fit_groundtruth.py and benchmarks/bench_fit.py (which prints the table for
+docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import scenes
+import scoring
+
+SIZE = (320, 240)
+
+
+def _one(pose, shape, yaw, size=SIZE, dressed=False):
+    body = scenes.pose_body(pose, shape, yaw, (0.0, 0.0, 3.0))
+    shown = scenes.dress(body) if dressed else body
+    scene = scenes.render([shown], size)
+    maps = scenes.with_clothing(scene.maps) if dressed else scene.maps
+    return maps, [body]
+
+
+def case(name: str):
+    """(maps, true bodies, notes) for a case name in CASES."""
+    if name == "clean":
+        return _one("arms_bent", "average", 0.0)
+    if name == "turned_stepping_heavy":
+        return _one("arms_raised", "heavy_tall", 25.0)
+    if name == "across_slim":
+        return _one("across", "slim_short", -20.0)
+    if name == "child":
+        return _one("arms_bent", "child", 15.0)
+    if name == "dressed":
+        return _one("arms_bent", "average", 10.0, dressed=True)
+    if name == "noisy":
+        maps, bodies = _one("arms_raised", "average", -15.0)
+        return scenes.degrade(maps, keypoint_px=3.0, depth_m=0.01, holes=3, seed=1), bodies
+    if name == "missing_wrist":
+        maps, bodies = _one("arms_bent", "average", 0.0)
+        return scenes.degrade(maps, drop=("left_wrist",)), bodies
+    if name == "half_body":
+        maps, bodies = _one("arms_raised", "average", 0.0)
+        return scenes.crop_top(maps, 0.5), bodies
+    if name == "two_people":
+        scene = scenes.make_two_people_scene((240, 320))
+        return scene.maps, scene.bodies
+    if name == "relative_depth":
+        maps, bodies = _one("arms_bent", "average", 0.0)
+        return scenes.relative_depth(maps), bodies
+    if name == "no_depth":
+        maps, bodies = _one("arms_bent", "average", 0.0)
+        return scenes.without_depth(maps), bodies
+    raise KeyError(name)
+
+
+CASES = ("clean", "turned_stepping_heavy", "across_slim", "child", "dressed", "noisy", "missing_wrist",
+         "half_body", "two_people", "relative_depth", "no_depth")
+
+
+def fit_case(body_model, name: str, settings=None):
+    """Fit every person of a case: (fit arrays, maps, true bodies, seconds)."""
+    import time
+
+    from inference_server.fit.observations import observe
+    from inference_server.fit.solver import fit_people
+
+    maps, bodies = case(name)
+    obs = [observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
+                   intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
+                   pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]
+    start = time.perf_counter()
+    out = fit_people(body_model, obs, settings)
+    return out, maps, bodies, time.perf_counter() - start
+
+
+def score_case(body_model, out, bodies, name: str) -> list[dict]:
+    """Per person: hidden/visible distance (cm), Chamfer (% of height), limb joints (cm), rest
+    height error (cm), rest mirror asymmetry (cm)."""
+    from inference_server.fit.correspondences import JOINT_NAMES
+
+    faces = body_model.template()["faces"]
+    rows = []
+    for i, truth in enumerate(bodies):
+        verts = out["vertices"][i]
+        if name == "half_body":  # the legs are not in the photo: score the upper body only
+            keep = truth.vertices[:, 1] < np.median(truth.vertices[:, 1])
+            truth = scenes.Body(truth.vertices, truth.faces[keep[truth.faces].all(1)], truth.face_class,
+                                truth.joints, truth.height)
+        s = scoring.score_body(verts, faces, truth)
+        fj = {n: out["joints"][i][j] for j, n in enumerate(JOINT_NAMES)}
+        names = scoring.LIMB_JOINTS[:6] if name == "half_body" else scoring.LIMB_JOINTS
+        je = scoring.joint_errors(fj, truth.joints, names)
+        rest = out["rest_vertices"][i]
+        height = float(rest[:, 2].max() - rest[:, 2].min())
+        mirrored = rest * np.array([-1.0, 1.0, 1.0])
+        from scipy.spatial import cKDTree
+
+        asym = float(cKDTree(rest).query(mirrored)[0].mean())
+        rows.append({"hidden_cm": 100 * s["hidden_mean"], "visible_cm": 100 * s["visible_mean"],
+                     "chamfer_pct": s["chamfer_pct"], "joint_mean_cm": 100 * je.mean(),
+                     "joint_max_cm": 100 * je.max(), "height_err_cm": 100 * (height - truth.height),
+                     "rest_asym_cm": 100 * asym})
+    return rows

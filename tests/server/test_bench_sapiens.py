@@ -1,0 +1,30 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""benchmarks/bench_sapiens.py stays runnable: its --tiny configuration goes through every mode
+(the demo-style baseline, ours, without flip test, and the GPU-style stream: batches across
+photos with decoding overlapped) in seconds on the CPU, so the GPU command in
+docs/performance.md is ready when a GPU is."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_tiny_benchmark_runs_every_mode(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import bench_sapiens
+
+    out = tmp_path / "bench.json"
+    assert bench_sapiens.main(["--tiny", "--modes", "baseline,ours,noflip,stream", "--stream", "4",
+                               "--stream-batch", "2", "--json", str(out)]) == 0
+    results = {r["mode"]: r for r in json.loads(out.read_text())["results"]}
+    assert set(results) == {"baseline", "ours", "noflip", "stream"}
+    assert all(r["images_per_s"] > 0 for r in results.values())
+    assert results["baseline"]["placement"] == "cpu fp32" and "batch 2" in results["stream"]["placement"]
+    assert "| stream |" in capsys.readouterr().out
+    sys.modules.pop("bench_sapiens", None)
