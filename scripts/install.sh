@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install sapiens_blender into .venv/ at the repository root. Safe to re-run.
 #   bash scripts/install.sh app    # the add-on core, bpy, the server and its offline CPU backend
-#   bash scripts/install.sh test   # everything above + torch (CPU), transformers, test tools
+#   bash scripts/install.sh test   # everything above + torch (CPU), transformers, Ray, test tools
 set -euo pipefail
 mode="${1:-app}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,7 +23,7 @@ case "$mode" in
     # torch first and pinned: an unpinned torch (asked for by transformers' extras or
     # anny) would pull a multi-GB CUDA build.
     "${pip[@]}" install "torch==2.13.0"
-    "${pip[@]}" install -e ".[blender,server,sapiens,dev]" "torch==2.13.0"
+    "${pip[@]}" install -e ".[blender,server,sapiens,cluster,dev]" "torch==2.13.0"
     # Khronos glTF-Validator (npm), used by the export tests.
     if command -v npm >/dev/null 2>&1 && [ ! -d .cache/node/node_modules/gltf-validator ]; then
         npm install --silent --no-audit --no-fund --prefix .cache/node gltf-validator@2.0.0-dev.3.10

@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The Ray engine: the batch of cli/batch.py on a Ray cluster, with the same outputs.
+
+- Ray Data reads the photos (``read_binary_files``: any node can read them from a shared path)
+  and feeds an actor pool stage, ``inference_server.batch_analyzer.PhotoAnalyzer``: one actor
+  per GPU with ``num_gpus=1`` where the cluster has GPUs, else CPU actors. Each keeps its
+  backend loaded and analyses photos in batches.
+- Every build is a Ray task (one CPU) running :func:`build_job`, the local builder's own code, in
+  a Ray worker *process* (bpy is one scene per process; worker processes are reused, so bpy is
+  imported once per worker). Maps .npz inputs go straight to the builders.
+- Builds start as soon as their photo is analysed (analysis and builds overlap) and are capped
+  in flight, so Ray Data slows the analysis down when builders fall behind.
+- Outputs are written atomically by the builders into OUT, which must be a path every node
+  sees (a shared filesystem). One failed input is reported and the rest go on; a builder
+  process that dies is retried by Ray, then reported.
+- Without an address a local cluster is started for the run on this machine's cores and shut
+  down after, leaving no Ray process behind.
+
+This module imports ray only when run, and never torch: the analysis actors run in their own
+processes.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .plan import is_photo
+
+INSTALL_HINT = "the Ray engine needs Ray: pip install 'sapiens-blender[cluster]'"
+
+
+class RayEngineError(RuntimeError):
+    """The cluster cannot run the batch at all (Ray missing, address unreachable)."""
+
+
+@dataclass
+class RayOptions:
+    address: str | None = None  # a running cluster ("auto", "ray://host:10001", "host:6379")
+    model: str = "auto"
+    backend_modules: tuple[str, ...] = ()  # extra inference backends to register in the actors
+    batch_size: int = 4  # photos per analysis call
+    analysis_actors: int | None = None  # default: one per GPU, else one
+    local_cpus: int | None = None  # cores of a local cluster (default: all of this machine's)
+    local_object_store_mb: int | None = None  # object store of a local cluster (default: Ray's)
+    replies: dict = field(default_factory=dict)  # filled: input file name -> the build's reply
+
+
+def run_on_ray(jobs: list[dict], progress, failures: dict, options: RayOptions) -> None:
+    """Build ``jobs`` on Ray; ``progress.step(ok, name)`` per finished input, ``failures[name]``
+    for each that failed."""
+    try:
+        import ray
+    except ImportError:
+        raise RayEngineError(INSTALL_HINT) from None
+    started_here = _connect(ray, options)
+    try:
+        _run(ray, jobs, progress, failures, options)
+    finally:
+        if started_here or ray.is_initialized():
+            ray.shutdown()
+
+
+def _connect(ray, options: RayOptions) -> bool:
+    """Connect to the cluster (True when a local one was started for this run)."""
+    quiet = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
+    if options.address:
+        try:
+            ray.init(address=options.address, **quiet)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise RayEngineError(f"cannot connect to the Ray cluster at {options.address}: {exc}") from None
+        return False
+    local = {"num_cpus": options.local_cpus or os.cpu_count() or 1, "include_dashboard": False}
+    if options.local_object_store_mb:
+        local["object_store_memory"] = options.local_object_store_mb * 1024 * 1024
+    ray.init(**local, **quiet)
+    return True
+
+
+def _run(ray, jobs, progress, failures, options: RayOptions) -> None:
+    import ray.data
+
+    ray.data.DataContext.get_current().enable_progress_bars = False  # ours is on stderr already
+    build = ray.remote(num_cpus=1, max_retries=2)(_build_on_worker)
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    in_flight_cap = max(2, 2 * cpus)
+    photos = {_key(j["input"]): j for j in jobs if is_photo(j)}
+    ready: list[tuple[dict, bytes | None, float | None]] = [(j, None, None) for j in jobs if not is_photo(j)]
+    analysed: queue.Queue = queue.Queue()
+    reader = None
+    if photos:
+        reader = threading.Thread(target=_analyse, args=(ray, photos, options, analysed),
+                                  daemon=True, name="ray-analysis")
+        reader.start()
+    pending: dict = {}  # ObjectRef -> (job, analysis seconds)
+    analysis_done = not photos
+    while ready or pending or not analysis_done:
+        while not analysis_done:  # take what the analysis stage produced so far
+            idle = not ready and not pending
+            try:  # nothing else to do: wait for the analysis a little
+                item = analysed.get(timeout=0.2) if idle else analysed.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                analysis_done = True
+                break
+            job, packed, error, seconds = item
+            if error:
+                _finish(job, {"ok": False, "error": error}, progress, failures, options)
+            else:
+                ready.append((job, packed, seconds))
+        while ready and len(pending) < in_flight_cap:
+            job, packed, seconds = ready.pop(0)
+            pending[build.remote(job, packed)] = (job, seconds)
+        if not pending:
+            continue
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
+        for ref in done:
+            job, seconds = pending.pop(ref)
+            try:
+                reply = ray.get(ref)
+            except ray.exceptions.RayError as exc:  # the worker died, was lost, or ran out of memory
+                reply = {"ok": False, "error": f"builder process lost ({type(exc).__name__}: "
+                                               f"{str(exc).splitlines()[0] if str(exc) else ''})"}
+            if seconds is not None and reply.get("ok"):
+                reply["timings"] = {"analysis": seconds, **reply.get("timings", {})}
+            _finish(job, reply, progress, failures, options)
+    if reader is not None:
+        reader.join()
+
+
+def _analyse(ray, photos: dict, options: RayOptions, out: queue.Queue) -> None:
+    """The analysis stage (Ray Data: read + actor pool), streamed into ``out``; None ends it."""
+    from inference_server.batch_analyzer import PhotoAnalyzer
+
+    seen = set()
+    try:
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        actors = options.analysis_actors or max(1, gpus)
+        placement = {"num_gpus": 1} if gpus else {"num_cpus": 1}
+        dataset = ray.data.read_binary_files(sorted(photos), include_paths=True)
+        dataset = dataset.map_batches(
+            PhotoAnalyzer, fn_constructor_kwargs={"model": options.model,
+                                                  "backend_modules": tuple(options.backend_modules)},
+            batch_size=options.batch_size, concurrency=actors, batch_format="numpy", **placement)
+        for row in dataset.iter_rows():
+            key = _key(row["path"])
+            job = photos.get(key)
+            if job is None or key in seen:
+                continue
+            seen.add(key)
+            out.put((job, row["maps"], row["error"], float(row["analysis_s"])))
+    except Exception as exc:  # the stage itself failed: every photo not yet analysed fails with it
+        reason = f"the analysis stage failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        for key, job in photos.items():
+            if key not in seen:
+                out.put((job, b"", reason, None))
+    finally:
+        out.put(None)
+
+
+def _build_on_worker(job: dict, packed: bytes | None) -> dict:
+    """A Ray task: unpack the analysed maps (if any) and build, as a local builder would."""
+    from .build_job import build_job
+
+    maps = None
+    if packed is not None:
+        try:
+            maps = unpack_maps(packed)
+        except Exception as exc:
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    return build_job(job, maps)
+
+
+def unpack_maps(packed: bytes):
+    """.npz bytes of the v2 output tensors -> Maps, through the client's own conversion."""
+    import numpy as np
+
+    from ..analysis import maps_from_outputs
+
+    with np.load(io.BytesIO(packed), allow_pickle=False) as npz:
+        return maps_from_outputs({name: npz[name] for name in npz.files})
+
+
+def _finish(job: dict, reply: dict, progress, failures: dict, options: RayOptions) -> None:
+    name = Path(job["input"]).name
+    options.replies[name] = reply
+    if not reply.get("ok"):
+        failures[name] = reply.get("error", "unknown error")
+    progress.step(ok=bool(reply.get("ok")), name=name)
+
+
+def _key(path) -> str:
+    return os.path.realpath(str(path))
