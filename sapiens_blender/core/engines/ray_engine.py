@@ -68,7 +68,9 @@ def run_on_ray(jobs: list[dict], progress, failures: dict, options: RayOptions) 
 
 def _connect(ray, options: RayOptions) -> bool:
     """Connect to the cluster (True when a local one was started for this run)."""
-    quiet = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
+    # Workers' output stays in Ray's session logs (/tmp/ray/session_*/logs): Blender's console
+    # chatter must not flood the progress bar; failures reach the driver as replies.
+    quiet = {"log_to_driver": False, "logging_level": logging.ERROR, "configure_logging": True}
     if options.address:
         try:
             ray.init(address=options.address, **quiet)
@@ -86,6 +88,7 @@ def _run(ray, jobs, progress, failures, options: RayOptions) -> None:
     import ray.data
 
     ray.data.DataContext.get_current().enable_progress_bars = False  # ours is on stderr already
+    logging.getLogger("ray.data").setLevel(logging.ERROR)  # its notes are about its own bars
     build = ray.remote(num_cpus=1, max_retries=2)(_build_on_worker)
     cpus = int(ray.cluster_resources().get("CPU", 1))
     in_flight_cap = max(2, 2 * cpus)
@@ -147,7 +150,8 @@ def _analyse(ray, photos: dict, options: RayOptions, out: queue.Queue) -> None:
         dataset = dataset.map_batches(
             PhotoAnalyzer, fn_constructor_kwargs={"model": options.model,
                                                   "backend_modules": tuple(options.backend_modules)},
-            batch_size=options.batch_size, concurrency=actors, batch_format="numpy", **placement)
+            batch_size=options.batch_size, compute=ray.data.ActorPoolStrategy(size=actors),
+            batch_format="numpy", **placement)
         for row in dataset.iter_rows():
             key = _key(row["path"])
             job = photos.get(key)
