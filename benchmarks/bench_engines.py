@@ -61,7 +61,7 @@ def run_local(src: Path, out: Path, jobs: int) -> float:
     return elapsed
 
 
-def run_ray(src: Path, out: Path, jobs: int) -> tuple[float, dict]:
+def run_ray(src: Path, out: Path, jobs: int) -> tuple[float, dict, dict]:
     """The Ray engine as the CLI runs it, keeping each build's reply (stage timings)."""
     from sapiens_blender.cli.build import option_values
 
@@ -75,7 +75,7 @@ def run_ray(src: Path, out: Path, jobs: int) -> tuple[float, dict]:
     progress.close()
     elapsed = time.perf_counter() - start
     assert not failures, failures
-    return elapsed, options.replies
+    return elapsed, options.replies, options.timings
 
 
 def main() -> None:
@@ -89,11 +89,13 @@ def main() -> None:
         (tmp / "photos").mkdir()
         make_photos(tmp / "photos", opts.photos, opts.side)
         local_s = run_local(tmp / "photos", tmp / "local", opts.jobs)
-        ray_s, replies = run_ray(tmp / "photos", tmp / "ray", opts.jobs)
+        ray_s, replies, overhead = run_ray(tmp / "photos", tmp / "ray", opts.jobs)
     n = opts.photos
     print(f"\n{n} photos, {opts.side} px long side, stride 2, .glb, {opts.jobs} builders")
     print(f"local engine: {local_s:.1f} s  ({n / local_s:.2f} photos/s)")
     print(f"ray engine:   {ray_s:.1f} s  ({n / ray_s:.2f} photos/s)")
+    print(f"  of which starting the local cluster {overhead['connect']:.1f} s, "
+          f"shutting it down {overhead['shutdown']:.1f} s")
     print(f"throughput ray / local: {local_s / ray_s:.2f}x")
     stages = {}
     for reply in replies.values():

@@ -27,6 +27,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +50,7 @@ class RayOptions:
     local_cpus: int | None = None  # cores of a local cluster (default: all of this machine's)
     local_object_store_mb: int | None = None  # object store of a local cluster (default: Ray's)
     replies: dict = field(default_factory=dict)  # filled: input file name -> the build's reply
+    timings: dict = field(default_factory=dict)  # filled: seconds to connect/start and to shut down
 
 
 def run_on_ray(jobs: list[dict], progress, failures: dict, options: RayOptions) -> None:
@@ -58,12 +60,16 @@ def run_on_ray(jobs: list[dict], progress, failures: dict, options: RayOptions) 
         import ray
     except ImportError:
         raise RayEngineError(INSTALL_HINT) from None
+    start = time.perf_counter()
     started_here = _connect(ray, options)
+    options.timings["connect"] = time.perf_counter() - start
     try:
         _run(ray, jobs, progress, failures, options)
     finally:
+        start = time.perf_counter()
         if started_here or ray.is_initialized():
             ray.shutdown()
+        options.timings["shutdown"] = time.perf_counter() - start
 
 
 def _connect(ray, options: RayOptions) -> bool:
@@ -73,7 +79,7 @@ def _connect(ray, options: RayOptions) -> bool:
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR, "configure_logging": True}
     if options.address:
         try:
-            ray.init(address=options.address, **quiet)
+            ray.init(address=options.address, runtime_env={"env_vars": forwarded_environment()}, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RayEngineError(f"cannot connect to the Ray cluster at {options.address}: {exc}") from None
         return False
@@ -82,6 +88,12 @@ def _connect(ray, options: RayOptions) -> bool:
         local["object_store_memory"] = options.local_object_store_mb * 1024 * 1024
     ray.init(**local, **quiet)
     return True
+
+
+def forwarded_environment() -> dict[str, str]:
+    """Model settings of this shell (SAPIENS_WEIGHTS_DIR, SAPIENS_DEVICE, HF_HOME, ...) for the
+    cluster's workers; a local cluster's workers inherit them anyway."""
+    return {k: v for k, v in os.environ.items() if k.startswith(("SAPIENS_", "HF_"))}
 
 
 def _run(ray, jobs, progress, failures, options: RayOptions) -> None:
