@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """`batch --engine ray`: a local Ray cluster builds a folder of photos and maps exactly like the
 local engine (same files, objects and names; vertices equal to 1e-5 m), reports a bad photo
-while the rest go on, resumes a re-run, and leaves no Ray process behind."""
+while the rest go on, resumes a re-run, and leaves no Ray process behind, Ctrl-C included."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -124,7 +126,8 @@ def assert_same_contents(a: dict, b: dict) -> None:
         assert np.abs(a[name] - b[name]).max() <= TOLERANCE_M, name
 
 
-def test_ray_engine_builds_like_the_local_engine_and_resumes(inputs, local_outputs, tmp_path):
+@pytest.mark.slow
+def test_ray_engine_builds_like_the_local_engine(inputs, local_outputs, tmp_path):
     since = time.time()
     out = tmp_path / "ray"
     proc = batch(inputs, out, "--engine", "ray", "--format", "glb,blend", "--model", "ellipsoid",
@@ -139,16 +142,7 @@ def test_ray_engine_builds_like_the_local_engine_and_resumes(inputs, local_outpu
     for name in names:
         read = glb_contents if name.endswith(".glb") else blend_contents
         assert_same_contents(read(out / name), read(local_outputs / name))
-
-    # A re-run (through the Python API) builds only what is missing.
-    (out / "front.glb").unlink()
-    since = time.time()
-    again = batch(inputs, out, "engine='ray'", "formats='glb,blend'", "model='ellipsoid'",
-                  "backend_modules=('ellipsoid_backend',)", api=True)
-    assert again.returncode == 1 and "1 built, 3 already done, 1 failed" in again.stdout, again.stderr
-    assert_same_contents(glb_contents(out / "front.glb"), glb_contents(local_outputs / "front.glb"))
     assert not list(out.glob(".*sapiens-tmp*"))
-    assert_no_ray_left(since)
 
 
 def test_cluster_options_are_checked_before_anything_starts(inputs, tmp_path):
@@ -156,3 +150,36 @@ def test_cluster_options_are_checked_before_anything_starts(inputs, tmp_path):
     assert proc.returncode == 2 and "--address needs --engine ray" in proc.stderr
     proc = batch(inputs, tmp_path / "out", "--engine", "ray", "--server", "http://127.0.0.1:9")
     assert proc.returncode == 2 and "do not apply to --engine ray" in proc.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_cluster_and_a_rerun_resumes(inputs, local_outputs, tmp_path):
+    since = time.time()
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", ENTRY, "batch", str(inputs), "--out", str(out), "--engine", "ray",
+           "--model", "ellipsoid", "--backend-module", "ellipsoid_backend"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(" built 1 " in line for line in lines):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # to the driver only, as a terminal's Ctrl-C reaches Python
+    assert proc.wait(timeout=60) == 130
+    reader.join(10)
+    assert "interrupted" in "".join(lines)
+    assert_no_ray_left(since)
+    finished = {p.name for p in out.glob("*.glb") if not p.name.startswith(".")}
+    assert 0 < len(finished) < 4, "the interrupt should land mid-run"
+
+    # The re-run, through the Python API, builds only what is missing, like the local engine.
+    since = time.time()
+    again = batch(inputs, out, "engine='ray'", "model='ellipsoid'", "backend_modules=('ellipsoid_backend',)",
+                  api=True)
+    assert f"{4 - len(finished)} built, {len(finished)} already done, 1 failed" in again.stdout, again.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{s}.glb" for s in ("solo", "pair", "front", "side"))
+    for name in ("front.glb", "side.glb"):
+        assert_same_contents(glb_contents(out / name), glb_contents(local_outputs / name))
+    assert_no_ray_left(since)

@@ -56,10 +56,15 @@ class RayOptions:
 def run_on_ray(jobs: list[dict], progress, failures: dict, options: RayOptions) -> None:
     """Build ``jobs`` on Ray; ``progress.step(ok, name)`` per finished input, ``failures[name]``
     for each that failed."""
+    # No implicit ray.init(): a Ray call still running in the analysis thread after the shutdown
+    # (Ctrl-C, SIGTERM) would otherwise start a fresh local cluster that outlives the batch.
+    os.environ["RAY_ENABLE_AUTO_CONNECT"] = "0"
     try:
         import ray
+        from ray._private import auto_init_hook
     except ImportError:
         raise RayEngineError(INSTALL_HINT) from None
+    auto_init_hook.enable_auto_connect = False  # read at import: ray may have been imported before
     start = time.perf_counter()
     started_here = _connect(ray, options)
     options.timings["connect"] = time.perf_counter() - start
@@ -67,6 +72,8 @@ def run_on_ray(jobs: list[dict], progress, failures: dict, options: RayOptions) 
         _run(ray, jobs, progress, failures, options)
     finally:
         start = time.perf_counter()
+        # An interrupted analysis stage complains at length once Ray is gone: not news.
+        logging.getLogger("ray.data").setLevel(logging.CRITICAL)
         if started_here or ray.is_initialized():
             ray.shutdown()
         options.timings["shutdown"] = time.perf_counter() - start
