@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..core.engines.plan import FORMATS, PHOTO_SUFFIXES, find_inputs, is_photo, plan_batch  # noqa: F401
+from ..core.engines.plan import FORMATS, is_photo, plan_batch
 from .build import add_geometry_arguments, option_values
 
 ENGINES = ("local", "ray")

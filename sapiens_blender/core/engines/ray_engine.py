@@ -28,6 +28,7 @@ import os
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,58 +110,70 @@ def _run(ray, jobs, progress, failures, options: RayOptions) -> None:
     ray.data.DataContext.get_current().enable_progress_bars = False  # ours is on stderr already
     logging.getLogger("ray.data").setLevel(logging.ERROR)  # its notes are about its own bars
     build = ray.remote(num_cpus=1, max_retries=2)(_build_on_worker)
-    cpus = int(ray.cluster_resources().get("CPU", 1))
-    in_flight_cap = max(2, 2 * cpus)
+    # Builds in flight, and analysed photos waiting for a builder: bounded, so that analysis
+    # faster than the builders waits (Ray Data backpressure) instead of piling maps up here.
+    cap = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+    maps_jobs = deque(j for j in jobs if not is_photo(j))
     photos = {_key(j["input"]): j for j in jobs if is_photo(j)}
-    ready: list[tuple[dict, bytes | None, float | None]] = [(j, None, None) for j in jobs if not is_photo(j)]
-    analysed: queue.Queue = queue.Queue()
-    reader = None
+    analysed: queue.Queue = queue.Queue(maxsize=cap)
+    stop = threading.Event()
     if photos:
-        reader = threading.Thread(target=_analyse, args=(ray, photos, options, analysed),
-                                  daemon=True, name="ray-analysis")
-        reader.start()
-    pending: dict = {}  # ObjectRef -> (job, analysis seconds)
+        threading.Thread(target=_analyse, args=(ray, photos, options, analysed, stop),
+                         daemon=True, name="ray-analysis").start()
+    pending: dict = {}  # ObjectRef -> (job, analysis seconds or None)
     analysis_done = not photos
-    while ready or pending or not analysis_done:
-        while not analysis_done:  # take what the analysis stage produced so far
-            idle = not ready and not pending
-            try:  # nothing else to do: wait for the analysis a little
-                item = analysed.get(timeout=0.2) if idle else analysed.get_nowait()
-            except queue.Empty:
-                break
-            if item is None:
-                analysis_done = True
-                break
-            job, packed, error, seconds = item
-            if error:
-                _finish(job, {"ok": False, "error": error}, progress, failures, options)
-            else:
-                ready.append((job, packed, seconds))
-        while ready and len(pending) < in_flight_cap:
-            job, packed, seconds = ready.pop(0)
-            pending[build.remote(job, packed)] = (job, seconds)
-        if not pending:
-            continue
-        done, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
-        for ref in done:
-            job, seconds = pending.pop(ref)
-            try:
-                reply = ray.get(ref)
-            except ray.exceptions.RayError as exc:  # the worker died, was lost, or ran out of memory
-                reply = {"ok": False, "error": f"builder process lost ({type(exc).__name__}: "
-                                               f"{str(exc).splitlines()[0] if str(exc) else ''})"}
-            if seconds is not None and reply.get("ok"):
-                reply["timings"] = {"analysis": seconds, **reply.get("timings", {})}
-            _finish(job, reply, progress, failures, options)
-    if reader is not None:
-        reader.join()
+    try:
+        while maps_jobs or pending or not analysis_done:
+            while maps_jobs and len(pending) < cap:  # maps .npz: nothing to analyse
+                job = maps_jobs.popleft()
+                pending[build.remote(job, None)] = (job, None)
+            while not analysis_done and len(pending) < cap:
+                try:  # with nothing to wait for, wait for the analysis a little
+                    item = analysed.get(timeout=0.2) if not pending else analysed.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    analysis_done = True
+                    break
+                job, packed, error, seconds = item
+                if error:
+                    _finish(job, {"ok": False, "error": error}, progress, failures, options)
+                else:
+                    pending[build.remote(job, packed)] = (job, seconds)
+            if pending:
+                done, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
+                for ref in done:
+                    _collect(ray, ref, *pending.pop(ref), progress, failures, options)
+    finally:
+        stop.set()
 
 
-def _analyse(ray, photos: dict, options: RayOptions, out: queue.Queue) -> None:
-    """The analysis stage (Ray Data: read + actor pool), streamed into ``out``; None ends it."""
+def _collect(ray, ref, job: dict, analysis_seconds, progress, failures, options) -> None:
+    try:
+        reply = ray.get(ref)
+    except ray.exceptions.RayError as exc:  # the worker died (after Ray's retries), was lost, ran out of memory
+        reply = {"ok": False, "error": f"builder process lost ({type(exc).__name__}: {_first_line(exc)})"}
+    if analysis_seconds is not None and reply.get("ok"):
+        reply["timings"] = {"analysis": analysis_seconds, **reply.get("timings", {})}
+    _finish(job, reply, progress, failures, options)
+
+
+def _analyse(ray, photos: dict, options: RayOptions, out: queue.Queue, stop: threading.Event) -> None:
+    """The analysis stage (Ray Data: read + actor pool), streamed into ``out`` as
+    (job, packed maps, error, seconds); None ends it. Every photo comes out exactly once."""
     from inference_server.batch_analyzer import PhotoAnalyzer
 
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     seen = set()
+    reason = "the analysis stage returned nothing for it"
     try:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         actors = options.analysis_actors or max(1, gpus)
@@ -173,18 +186,16 @@ def _analyse(ray, photos: dict, options: RayOptions, out: queue.Queue) -> None:
             batch_format="numpy", **placement)
         for row in dataset.iter_rows():
             key = _key(row["path"])
-            job = photos.get(key)
-            if job is None or key in seen:
-                continue
-            seen.add(key)
-            out.put((job, row["maps"], row["error"], float(row["analysis_s"])))
+            if key in photos and key not in seen:
+                seen.add(key)
+                if not put((photos[key], row["maps"], row["error"], float(row["analysis_s"]))):
+                    return
     except Exception as exc:  # the stage itself failed: every photo not yet analysed fails with it
-        reason = f"the analysis stage failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        for key, job in photos.items():
-            if key not in seen:
-                out.put((job, b"", reason, None))
-    finally:
-        out.put(None)
+        reason = f"the analysis stage failed: {type(exc).__name__}: {_first_line(exc)}"
+    for key, job in photos.items():
+        if key not in seen and not put((job, b"", reason, None)):
+            return
+    put(None)
 
 
 def _build_on_worker(job: dict, packed: bytes | None) -> dict:
@@ -216,6 +227,10 @@ def _finish(job: dict, reply: dict, progress, failures: dict, options: RayOption
     if not reply.get("ok"):
         failures[name] = reply.get("error", "unknown error")
     progress.step(ok=bool(reply.get("ok")), name=name)
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def _key(path) -> str:
