@@ -145,11 +145,15 @@ def test_ray_engine_builds_like_the_local_engine(inputs, local_outputs, tmp_path
     assert not list(out.glob(".*sapiens-tmp*"))
 
 
-def test_cluster_options_are_checked_before_anything_starts(inputs, tmp_path):
+def test_cluster_options_and_addresses_are_checked_before_anything_starts(inputs, tmp_path):
     proc = batch(inputs, tmp_path / "out", "--address", "auto")
     assert proc.returncode == 2 and "--address needs --engine ray" in proc.stderr
     proc = batch(inputs, tmp_path / "out", "--engine", "ray", "--server", "http://127.0.0.1:9")
     assert proc.returncode == 2 and "do not apply to --engine ray" in proc.stderr
+    since = time.time()
+    proc = batch(inputs, tmp_path / "out", "--engine", "ray", "--address", "127.0.0.1:1")
+    assert proc.returncode == 1 and "error: cannot reach the Ray cluster at 127.0.0.1:1" in proc.stderr
+    assert not ray_processes(since)
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ import io
 import logging
 import os
 import queue
+import socket
 import threading
 import time
 from collections import deque
@@ -86,6 +87,7 @@ def _connect(ray, options: RayOptions) -> bool:
     # chatter must not flood the progress bar; failures reach the driver as replies.
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR, "configure_logging": True}
     if options.address:
+        check_reachable(options.address)
         try:
             ray.init(address=options.address, runtime_env={"env_vars": forwarded_environment()}, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -96,6 +98,19 @@ def _connect(ray, options: RayOptions) -> bool:
         local["object_store_memory"] = options.local_object_store_mb * 1024 * 1024
     ray.init(**local, **quiet)
     return True
+
+
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast on a cluster address nothing answers at: Ray itself retries for minutes."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except ValueError:
+        raise RayEngineError(f"the Ray address {address!r} is not HOST:PORT, ray://HOST:PORT or auto") from None
+    except OSError as exc:
+        raise RayEngineError(f"cannot reach the Ray cluster at {address}: {exc}") from None
 
 
 def forwarded_environment() -> dict[str, str]:
