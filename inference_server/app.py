@@ -17,7 +17,7 @@ from starlette.requests import ClientDisconnect
 from . import __version__
 from .backends import base
 from .backends.base import BackendError, Cancelled
-from .infer import prepare_echo, prepare_maps
+from .infer import prepare_echo, prepare_maps, prepare_tensors
 from .jobs import FINISHED, JobIdInUse, JobManager, QueueFull, ShuttingDown
 from .models import ECHO, ModelSlot, NotLoaded, model_metadata
 from .processing.image_io import DEFAULT_MAX_PIXELS, ImageError
@@ -200,6 +200,8 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
         del body
         if slot is None:
             work = prepare_echo(req)
+        elif slot.tensor_model:
+            work = prepare_tensors(req, slot, autoload=config.autoload)
         else:
             work = prepare_maps(req, slot, max_pixels=config.max_image_pixels,
                                 autoload=config.autoload)

@@ -136,6 +136,40 @@ def prepare_maps(req: InferRequest, slot: ModelSlot, *, max_pixels: int,
     return work
 
 
+# ---- tensor models (the body fit) ------------------------------------------------------------
+
+def prepare_tensors(req: InferRequest, slot: ModelSlot, *, autoload: bool) -> Callable[[Job], Encoded]:
+    """A model whose inputs and outputs are plain tensors (``backend.infer_tensors``): every
+    numeric output travels binary (a body is ~14k vertices per person)."""
+    inputs = {t.name: t.array for t in req.inputs}
+    if len(inputs) != len(req.inputs):
+        raise ProtocolError("each input name may appear once")
+    parameters = dict(req.parameters)
+
+    def work(job: Job) -> Encoded:
+        slot.acquire(job.report, job.token, autoload)
+        try:
+            produced = slot.backend.infer_tensors(inputs, parameters, job.report, job.token)
+        finally:
+            slot.release()
+        job.token.check()
+        job.report("encode")
+        tensors = {}
+        for key, value in produced.items():
+            arr = np.asarray(value)
+            if arr.dtype.kind in "US":
+                arr = np.asarray([str(v) for v in arr.reshape(-1)], object).reshape(arr.shape or (1,))
+                tensors[key] = tensor(key, arr, "BYTES")
+            else:
+                tensors[key] = tensor(key, arr)
+        names = _select(req, list(tensors))
+        outputs = [tensors[n] for n in names]
+        flags = _binary_flags(req, outputs, lambda t: t.datatype != "BYTES")
+        return encode_chunks(_header(req, job, slot.name, slot.version), "outputs", outputs, flags)
+
+    return work
+
+
 def maps_to_tensors(maps: dict, model: str) -> dict[str, Tensor]:
     """A backend's maps dict -> output tensors with the contract's datatypes and shapes."""
     if not isinstance(maps, dict):

@@ -122,6 +122,22 @@ class ModelSlot:
         except Exception:  # a backend that cannot be created says so when it is used
             return False
 
+    def acquire(self, progress: ProgressFn, cancel: CancelToken, autoload: bool) -> None:
+        """Hold the loaded backend for one inference (loading it first when allowed); pair with
+        ``release``."""
+        self._acquire(progress, cancel, autoload)
+
+    def release(self) -> None:
+        self._release()
+
+    @property
+    def tensor_model(self) -> bool:
+        """True for models that take and return plain tensors (the body fit), not photos."""
+        try:
+            return bool(getattr(self.backend, "tensor_model", False))
+        except Exception:
+            return False
+
     def _acquire(self, progress: ProgressFn, cancel: CancelToken, autoload: bool) -> None:
         """Count an inference on the loaded backend (loading it first when allowed)."""
         while True:
@@ -184,6 +200,14 @@ def model_metadata(name: str, slot: ModelSlot | None) -> dict:
                 "inputs": [], "outputs": [],
                 "parameters": {"description": "returns every input tensor unchanged (any name, "
                                               "datatype, shape); parameter delay_ms slows it"}}
+    if slot is not None and slot.tensor_model:
+        meta = {"name": name, "versions": [slot.version], "platform": slot.backend.platform,
+                "inputs": [], "outputs": [], "parameters": {"contract": "docs/body_format.md"}}
+        described = json.loads(json.dumps(slot.backend.describe(), default=str))
+        meta["inputs"] = [{"name": k, "datatype": v["datatype"], "shape": v["shape"]}
+                          for k, v in described.pop("inputs", {}).items()]
+        meta["parameters"]["backend"] = described
+        return meta
     outputs = [{"name": k, "datatype": dt, "shape": list(shape)}
                for k, (dt, shape) in base.MAP_OUTPUTS.items()]
     meta = {"name": name, "versions": [slot.version if slot else "1"],

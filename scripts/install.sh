@@ -17,13 +17,15 @@ pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
 
 case "$mode" in
   app)
-    "${pip[@]}" install -e ".[blender,server]"
+    # torch first and pinned (CPU build): the body fit needs it and anny would pull a CUDA build.
+    "${pip[@]}" install "torch==2.13.0"
+    "${pip[@]}" install -e ".[blender,server,fit]" "torch==2.13.0"
     ;;
   test)
     # torch first and pinned: an unpinned torch (asked for by transformers' extras or
     # anny) would pull a multi-GB CUDA build.
     "${pip[@]}" install "torch==2.13.0"
-    "${pip[@]}" install -e ".[blender,server,sapiens,cluster,dev]" "torch==2.13.0"
+    "${pip[@]}" install -e ".[blender,server,sapiens,fit,cluster,dev]" "torch==2.13.0"
     # Khronos glTF-Validator (npm), used by the export tests.
     if command -v npm >/dev/null 2>&1 && [ ! -d .cache/node/node_modules/gltf-validator ]; then
         npm install --silent --no-audit --no-fund --prefix .cache/node gltf-validator@2.0.0-dev.3.10

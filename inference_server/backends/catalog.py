@@ -18,6 +18,7 @@ BUILTIN_BACKENDS = (
     "inference_server.backends.sapiens_v1",
     "inference_server.backends.mediapipe_cpu",
     "inference_server.backends.auto",  # last: it picks among the ones registered before it
+    "inference_server.fit.serving",  # the body fit (torch + anny, loaded on first use)
 )
 
 

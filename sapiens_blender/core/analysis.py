@@ -58,11 +58,21 @@ def analyze_photo(
         parameters["max_side"] = int(max_side)
     if flip_test is not None:
         parameters["flip_test"] = bool(flip_test)
+    outputs = _infer_watched(client, model, {"image": data}, parameters or None, progress, cancel_event,
+                             request_id, poll_interval, timeout, cancel_grace, "analysis")
+    maps = maps_from_outputs(outputs)
+    if progress is not None:
+        progress("done", 1.0, "maps received")
+    return maps
+
+
+def _infer_watched(client, model, inputs, parameters, progress, cancel_event, request_id=None,
+                   poll_interval=0.25, timeout=None, cancel_grace=5.0, what="request") -> dict:
+    """client.infer with progress polled and cancellation forwarded from another thread."""
     request_id = request_id or uuid.uuid4().hex
     cancel_event = cancel_event or threading.Event()
     if cancel_event.is_set():
-        raise RequestCancelled("the analysis was cancelled before it started")
-
+        raise RequestCancelled(f"the {what} was cancelled before it started")
     done = threading.Event()
     poller = threading.Thread(
         target=_watch,
@@ -72,17 +82,60 @@ def analyze_photo(
     )  # fmt: skip
     poller.start()
     try:
-        outputs = client.infer(model, {"image": data}, parameters=parameters or None,
-                               request_id=request_id, timeout=timeout)  # fmt: skip
+        outputs = client.infer(model, inputs, parameters=parameters, request_id=request_id,
+                               timeout=timeout)
     finally:
         done.set()
         poller.join(5)
     if cancel_event.is_set():
-        raise RequestCancelled("the analysis was cancelled")
-    maps = maps_from_outputs(outputs)
+        raise RequestCancelled(f"the {what} was cancelled")
+    return outputs
+
+
+FIT_MODEL = "body_fit"
+TEMPLATE_MODEL = "body_template"
+
+
+def fit_body(client: V2Client, maps: Maps, people: list[int] | None = None,
+             progress: ProgressCallback | None = None, cancel_event: threading.Event | None = None,
+             timeout: float | None = None) -> dict[str, np.ndarray]:
+    """Fit the parametric body to ``maps`` on the server: the per-person arrays of
+    docs/body_format.md (numpy; text as str arrays). The first fit on a machine also prepares the
+    body model (~1-2 min, reported as a progress stage)."""
+    inputs = {"mask": maps.mask, "parts": maps.parts,
+              "part_names": np.asarray([str(n).encode() for n in maps.part_names], object),
+              "intrinsics": np.asarray(maps.intrinsics, np.float32),
+              "keypoints": np.asarray(maps.keypoints, np.float32),
+              "metric": np.asarray([bool(maps.metric)])}
+    for key in ("depth", "pointmap"):
+        value = getattr(maps, key)
+        if value is not None and np.isfinite(value).any():
+            inputs[key] = np.asarray(value, np.float32)
+    parameters = {"people": ",".join(str(p) for p in people)} if people else None
+    outputs = _infer_watched(client, FIT_MODEL, inputs, parameters, progress, cancel_event,
+                             timeout=timeout, what="body fit")
+    out = _texts_to_str(outputs)
     if progress is not None:
-        progress("done", 1.0, "maps received")
-    return maps
+        progress("done", 1.0, "body fitted")
+    return out
+
+
+def body_template(client: V2Client, timeout: float | None = None) -> dict[str, np.ndarray]:
+    """The constant body data (faces, UVs, bones, weights, parts) of docs/body_format.md."""
+    outputs = client.infer(TEMPLATE_MODEL, {"version": np.asarray([b"?"], object)}, timeout=timeout)
+    return _texts_to_str(outputs)
+
+
+def _texts_to_str(outputs: dict) -> dict[str, np.ndarray]:
+    out = {}
+    for key, value in outputs.items():
+        arr = np.asarray(value)
+        if arr.dtype == object:
+            arr = np.asarray([_text(v) for v in arr.reshape(-1)], np.str_).reshape(arr.shape)
+            if key == "body_version":
+                arr = np.asarray(arr.reshape(-1)[0])
+        out[key] = arr
+    return out
 
 
 def maps_from_outputs(outputs: dict[str, np.ndarray]) -> Maps:

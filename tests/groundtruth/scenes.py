@@ -100,9 +100,10 @@ def _visible_classes(name: str) -> tuple[str, ...]:
 def load_body_model():
     """(anny model, COCO keypoint regressor), built once per process (float32, CPU)."""
     import anny
-    import torch
 
-    model = anny.Anny(skinning_method="lbs").to(dtype=torch.float32)
+    from inference_server.fit.body_model import BodyModel
+
+    model = BodyModel.load().anny  # the same instance the fit uses: loaded once per process
     return model, anny.KeypointsRegressor.coco(model)
 
 

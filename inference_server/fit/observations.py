@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the maps say about one person, in the form the fit's terms read (numpy, once per fit).
+
+- keypoints: the Goliath points that exist on the body, weighted by score (0 = unseen);
+- lifted depth per keypoint where the pointmap sees the keypoint's own body part;
+- surface samples: observed 3D points, each marked skin or covering (clothing, hair, shoes);
+- silhouette: a distance field to where the body may project (this person, people in front of
+  them, outside the frame) and per body part a distance field to the pixels of that part (or of
+  what may cover it), on a grid of at most ``grid_side`` pixels;
+- silhouette samples: pixels of this person the body should cover.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import ndimage
+
+from .correspondences import (COVERING_CLASSES, JOINT_KEYPOINT_INDEX, JOINT_NAMES, SKIN_JOINTS,
+                              covered_classes, part_names)
+
+BODY_CLASSES = ("Face_Neck", "Torso", "Left_Upper_Arm", "Right_Upper_Arm", "Left_Lower_Arm",
+                "Right_Lower_Arm", "Left_Hand", "Right_Hand", "Left_Upper_Leg", "Right_Upper_Leg",
+                "Left_Lower_Leg", "Right_Lower_Leg", "Left_Foot", "Right_Foot")
+
+# How deep under the skin each joint centre lies (metres): the pointmap sees skin, not joints.
+# Medians measured on ray-cast anny bodies in four poses and shapes (tests/groundtruth); the
+# surface stage corrects the rest from the dense surface.
+_JOINT_RADIUS = {"shoulder": 0.055, "elbow": 0.031, "wrist": 0.04, "hip": 0.086, "knee": 0.055,
+                 "ankle": 0.038}
+
+# Body classes a keypoint's pixel may show for the lifted depth to be the keypoint's own surface.
+_KEYPOINT_PARTS = {"shoulder": ("Upper_Arm", "Torso"), "elbow": ("Upper_Arm", "Lower_Arm"),
+                   "wrist": ("Lower_Arm", "Hand"), "hip": ("Upper_Leg", "Torso"),
+                   "knee": ("Upper_Leg", "Lower_Leg"), "ankle": ("Lower_Leg", "Foot"),
+                   "toe": ("Foot",), "heel": ("Foot",)}
+
+MIN_SCORE = 0.3
+
+
+class ObservationError(ValueError):
+    """The maps do not describe this person well enough to fit a body (the message says why)."""
+
+
+@dataclass
+class PersonObservation:
+    person_id: int
+    intrinsics: np.ndarray  # [3,3] float64
+    size: tuple[int, int]  # H, W of the maps
+    keypoints: np.ndarray  # [J,2] pixels
+    weights: np.ndarray  # [J] 0..1
+    lifted: np.ndarray  # [J] observed depth of the joint's surface (NaN unknown)
+    lifted_two_sided: np.ndarray  # [J] bool: the pixel shows the joint's own part
+    joint_radius: np.ndarray  # [J] metres under the skin
+    points: np.ndarray  # [N,3] observed surface, camera frame (depth units when not metric)
+    covering: np.ndarray  # [N] bool: clothing/hair/shoes (body on or behind), else skin
+    allowed_dt: np.ndarray  # [h,w] float32 distance (grid px) to where the body may project
+    part_dt: np.ndarray  # [C,h,w] float32 per BODY_CLASSES: distance to pixels it may show as
+    grid_scale: float  # grid px per maps px
+    cover_pixels: np.ndarray  # [M,2] maps pixels the body should cover
+    cover_weights: np.ndarray  # [M]
+    scale_px: float  # the person's size in pixels (bounding-box diagonal)
+    has_depth: bool
+    metric: bool
+
+    @property
+    def seen(self) -> np.ndarray:
+        return self.weights > 0
+
+
+def _class_ids(part_names_in) -> dict[str, int]:
+    return {str(n): i for i, n in enumerate(part_names_in)}
+
+
+def _joint_kind(name: str) -> str:
+    for key in _KEYPOINT_PARTS:
+        if name.endswith(key):
+            return key
+    return ""
+
+
+def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints, depth=None,
+            pointmap=None, metric=True, max_points: int = 700, max_cover: int = 400,
+            grid_side: int = 256) -> PersonObservation:
+    """Collect one person's observations from the maps arrays (docs/maps_format.md)."""
+    mask = np.asarray(mask)
+    parts = np.asarray(parts)
+    h, w = mask.shape
+    k = np.asarray(intrinsics, np.float64)
+    mine = mask == person_id
+    if not mine.any():
+        raise ObservationError(f"person {person_id} has no pixels in the mask")
+    ids = _class_ids(part_names_in)
+    names_by_id = {i: n for n, i in ids.items()}
+
+    kp_all = np.asarray(keypoints, np.float64)
+    if kp_all.ndim != 3 or kp_all.shape[1:] != (308, 3):
+        raise ObservationError(f"keypoints must be [P,308,3], got {list(kp_all.shape)}")
+    row = kp_all[person_id - 1] if person_id - 1 < len(kp_all) else np.zeros((308, 3))
+    kp = row[list(JOINT_KEYPOINT_INDEX)]
+    xy, score = kp[:, :2], np.nan_to_num(kp[:, 2])
+    inside = (xy[:, 0] >= 0) & (xy[:, 0] < w) & (xy[:, 1] >= 0) & (xy[:, 1] < h)
+    weights = np.where((score >= MIN_SCORE) & inside & np.isfinite(xy).all(1), np.clip(score, 0, 1), 0.0)
+    if (weights > 0).sum() < 4:
+        raise ObservationError(f"person {person_id}: fewer than 4 keypoints seen (score >= {MIN_SCORE})")
+
+    z = None
+    if pointmap is not None and np.isfinite(np.asarray(pointmap)[mine]).any():
+        pm = np.asarray(pointmap, np.float64)
+        z = pm[..., 2]
+    elif depth is not None and np.isfinite(np.asarray(depth)[mine]).any():
+        z = np.asarray(depth, np.float64)
+        rr, cc = np.mgrid[0:h, 0:w]
+        pm = np.stack([(cc + 0.5 - k[0, 2]) / k[0, 0] * z, (rr + 0.5 - k[1, 2]) / k[1, 1] * z, z], -1)
+    has_depth = z is not None
+
+    # Lifted keypoint depth: the median of this person's valid depth around the keypoint.
+    lifted = np.full(len(JOINT_NAMES), np.nan)
+    two_sided = np.zeros(len(JOINT_NAMES), bool)
+    radius = np.array([0.0 if n in SKIN_JOINTS else _JOINT_RADIUS.get(_joint_kind(n), 0.01)
+                       for n in JOINT_NAMES])
+    if has_depth:
+        for j, name in enumerate(JOINT_NAMES):
+            if weights[j] <= 0:
+                continue
+            c, r = int(xy[j, 0]), int(xy[j, 1])
+            r0, r1, c0, c1 = max(r - 2, 0), min(r + 3, h), max(c - 2, 0), min(c + 3, w)
+            win = z[r0:r1, c0:c1][mine[r0:r1, c0:c1]]
+            win = win[np.isfinite(win)]
+            if len(win):
+                lifted[j] = float(np.median(win))
+                kind = _joint_kind(name)
+                side = "Left" if name.startswith("left") else "Right"
+                allowed = {f"{side}_{p}" if p != "Torso" else p for p in _KEYPOINT_PARTS.get(kind, ())}
+                here = names_by_id.get(int(parts[r, c]), "")
+                two_sided[j] = bool(allowed) and (here in allowed or any(
+                    a in covered_classes(here) for a in allowed))
+
+    # Surface samples on a regular grid (deterministic), skin or covering.
+    points = np.zeros((0, 3))
+    covering = np.zeros(0, bool)
+    if has_depth:
+        valid = mine & np.isfinite(z) & (z > 0)
+        rr, cc = np.nonzero(valid)
+        if len(rr):
+            step = max(1, int(np.ceil(len(rr) / max_points)))
+            sel = np.arange(0, len(rr), step)
+            rr, cc = rr[sel], cc[sel]
+            points = pm[rr, cc]
+            cover_ids = [ids[n] for n in COVERING_CLASSES if n in ids]
+            covering = np.isin(parts[rr, cc], cover_ids)
+
+    # Distance fields on a small grid.
+    s = min(1.0, grid_side / max(h, w))
+    gh, gw = max(1, int(round(h * s))), max(1, int(round(w * s)))
+    small = lambda m: _downsample(m, gh, gw)  # noqa: E731
+    others_in_front = (mask > 0) & ~mine  # another person may hide this one
+    allowed = small(mine | others_in_front)
+    allowed_dt = ndimage.distance_transform_edt(~allowed).astype(np.float32)
+    part_dt = np.zeros((len(BODY_CLASSES), gh, gw), np.float32)
+    for c, cls in enumerate(BODY_CLASSES):
+        show = {cls} | {n for n in ids if cls in covered_classes(n)}
+        show_ids = [ids[n] for n in show if n in ids]
+        m = small(mine & np.isin(parts, show_ids)) | small(others_in_front)
+        part_dt[c] = ndimage.distance_transform_edt(~m).astype(np.float32) if m.any() else 0.0
+    # Pixels to cover: this person's pixels, skin weighted more than loose covering.
+    rr, cc = np.nonzero(mine)
+    step = max(1, int(np.ceil(len(rr) / max_cover)))
+    rr, cc = rr[::step], cc[::step]
+    cover_ids = [ids[n] for n in COVERING_CLASSES if n in ids]
+    cover_w = np.where(np.isin(parts[rr, cc], cover_ids), 0.3, 1.0)
+    ys, xs = np.nonzero(mine)
+    scale_px = float(np.hypot(xs.max() - xs.min() + 1, ys.max() - ys.min() + 1))
+    return PersonObservation(
+        person_id, k, (h, w), xy, weights, lifted, two_sided, radius, points, covering,
+        allowed_dt, part_dt, s, np.stack([cc + 0.5, rr + 0.5], 1), cover_w, scale_px,
+        has_depth, bool(metric) and has_depth)
+
+
+def _downsample(m: np.ndarray, gh: int, gw: int) -> np.ndarray:
+    """Boolean mask -> the grid (any pixel of a cell set sets the cell)."""
+    h, w = m.shape
+    if (gh, gw) == (h, w):
+        return m.copy()
+    rows = (np.arange(h) * gh // h)
+    cols = (np.arange(w) * gw // w)
+    out = np.zeros((gh, gw), bool)
+    r, c = np.nonzero(m)
+    out[rows[r], cols[c]] = True
+    return out
+
+
+def class_index_of_vertices(vertex_parts: np.ndarray, template_part_names) -> np.ndarray:
+    """Per body vertex: index into BODY_CLASSES (vertex_parts use the template's class ids)."""
+    names = list(template_part_names)
+    lut = np.array([BODY_CLASSES.index(n) if n in BODY_CLASSES else BODY_CLASSES.index("Torso")
+                    for n in names])
+    return lut[np.asarray(vertex_parts)]
+
+
+__all__ = ["BODY_CLASSES", "ObservationError", "PersonObservation", "class_index_of_vertices",
+           "observe", "part_names"]

@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The body fit as v2 models (docs/body_format.md).
+
+- ``body_fit``: inputs are the maps tensors of docs/maps_format.md (so maps from our server,
+  Sapiens-lite files or ground truth can be fitted); outputs the per-person arrays.
+- ``body_template``: no real input (send any small tensor, e.g. ``version`` BYTES [1]); outputs
+  the constant body data, which the client caches per ``body_version``.
+
+Importing this module is cheap: torch and anny load when the model loads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends import base
+from ..backends.base import BackendError, CancelToken, ProgressFn, no_progress
+
+FIT_INPUTS = {  # name: (datatype, shape, required)
+    "mask": ("UINT8", [-1, -1], True),
+    "parts": ("UINT8", [-1, -1], True),
+    "part_names": ("BYTES", [-1], True),
+    "intrinsics": ("FP32", [3, 3], True),
+    "keypoints": ("FP32", [-1, 308, 3], True),
+    "depth": ("FP32", [-1, -1], False),
+    "pointmap": ("FP32", [-1, -1, 3], False),
+    "normal": ("FP32", [-1, -1, 3], False),
+    "metric": ("BOOL", [1], False),
+    "image": ("UINT8", [-1, -1, 3], False),
+}
+MAX_PEOPLE = 16
+
+
+def _text(v) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+class _BodyModelBackend(base.Backend):
+    """Holds the process-wide BodyModel; ``tensor_model`` routes requests to infer_tensors."""
+
+    tensor_model = True
+    platform = "sapiens_blender_body"
+
+    def __init__(self) -> None:
+        self._body = None
+
+    def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
+        if self._body is not None:
+            return
+        try:
+            import torch  # noqa: F401
+
+            from .body_model import BodyModel
+        except ImportError as exc:
+            raise BackendError(f"the body fit needs torch and anny in the server's environment "
+                               f"(pip install '.[fit]'): {exc}") from None
+        import torch
+
+        torch.set_grad_enabled(True)
+        self._body = BodyModel.load(progress=progress)
+
+    def unload(self) -> None:
+        self._body = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._body is not None
+
+    def analyze(self, image, options, progress=no_progress, cancel=None):
+        raise BackendError(f"{self.name} takes maps tensors, not a photo (docs/body_format.md)", 400)
+
+    def describe(self) -> dict:
+        return {"body_version": self._body.version if self._body else None,
+                "inputs": {k: {"datatype": d, "shape": s, "required": r}
+                           for k, (d, s, r) in FIT_INPUTS.items()} if self.name == "body_fit" else {}}
+
+
+class BodyTemplateBackend(_BodyModelBackend):
+    name = "body_template"
+
+    def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
+                      cancel: CancelToken | None = None) -> dict[str, np.ndarray]:
+        return self._body.template()
+
+
+class BodyFitBackend(_BodyModelBackend):
+    name = "body_fit"
+
+    def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
+                      cancel: CancelToken | None = None) -> dict[str, np.ndarray]:
+        from .observations import ObservationError, observe
+        from .solver import FitSettings, fit_people
+
+        maps = self._check(inputs)
+        people = parameters.get("people")
+        ids = [int(i) for i in np.unique(maps["mask"]) if i != 0]
+        if people is not None:
+            if isinstance(people, str):
+                people = [int(p) for p in people.split(",") if p.strip()]
+            missing = sorted(set(people) - set(ids))
+            if missing:
+                raise BackendError(f"no person {missing} in the mask; people present: {ids}", 400)
+            ids = list(people)
+        if not ids:
+            raise BackendError("the mask holds no person: nothing to fit", 400)
+        if len(ids) > MAX_PEOPLE:
+            raise BackendError(f"{len(ids)} people: more than the {MAX_PEOPLE} one request fits", 400)
+        observations, skipped = [], {}
+        for pid in ids:
+            try:
+                observations.append(observe(
+                    pid, mask=maps["mask"], parts=maps["parts"], part_names_in=maps["part_names"],
+                    intrinsics=maps["intrinsics"], keypoints=maps["keypoints"], depth=maps.get("depth"),
+                    pointmap=maps.get("pointmap"), metric=maps.get("metric", True)))
+            except ObservationError as exc:
+                skipped[pid] = str(exc)
+        if not observations:
+            raise BackendError("no person could be fitted: " + "; ".join(skipped.values()), 422)
+        out = fit_people(self._body, observations, FitSettings(), progress=progress, cancel=cancel)
+        if skipped:
+            out["skipped"] = np.array([f"person {k}: {v}" for k, v in skipped.items()])
+        return out
+
+    @staticmethod
+    def _check(inputs: dict) -> dict:
+        missing = [k for k, (_d, _s, req) in FIT_INPUTS.items() if req and k not in inputs]
+        if missing:
+            raise BackendError(f"body_fit needs the maps tensors {missing} (docs/maps_format.md)", 400)
+        out = {}
+        for k, v in inputs.items():
+            if k not in FIT_INPUTS:
+                continue
+            arr = np.asarray(v)
+            if k == "part_names":
+                out[k] = [_text(x) for x in arr.reshape(-1)]
+                continue
+            if k == "metric":
+                out[k] = bool(arr.reshape(-1)[0]) if arr.size else True
+                continue
+            shape = FIT_INPUTS[k][1]
+            if arr.ndim != len(shape) or any(s not in (-1, d) for s, d in zip(shape, arr.shape)):
+                raise BackendError(f"input {k!r} has shape {list(arr.shape)}, expected {shape}", 400)
+            out[k] = arr
+        h, w = out["mask"].shape
+        for k in ("parts", "depth", "pointmap", "normal", "image"):
+            if k in out and out[k].shape[:2] != (h, w):
+                raise BackendError(f"input {k!r} is {list(out[k].shape[:2])} pixels but mask is {[h, w]}", 400)
+        if int(out["parts"].max(initial=0)) >= len(out["part_names"]):
+            raise BackendError("parts holds class ids beyond part_names", 400)
+        return out
+
+
+def register_all() -> None:
+    base.register("body_fit", BodyFitBackend)
+    base.register("body_template", BodyTemplateBackend)

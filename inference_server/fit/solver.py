@@ -1,0 +1,574 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Fit the body to one person's observations: placement, pose and shape.
+
+The method, and why it is fast:
+1. **Closed-form start**: the rest body's torso joints are aligned (Kabsch) with the keypoints
+   lifted by the pointmap (or, without metric depth, back-projected at the distance the torso's
+   pixel size implies). No iterations are spent finding the person.
+2. **Skeleton stage**: pose, shape and placement against the keypoints (robust, score-weighted
+   reprojection + lifted depth), on the skeleton-only pass (bones + the ~100 vertices the joint
+   regressor reads): about a tenth of a full forward.
+3. **Surface stage**: a few steps on the full mesh adding the dense cues: observed skin points
+   on the body's surface, covering (clothing, hair) outside or on it, never inside; the body's
+   parts inside their segmentation parts and the silhouette covered. Correspondences are nearest
+   points refreshed every few steps (ICP), on a fixed subsample of the mesh.
+Priors throughout: rotations pulled towards the rest pose (hard for bones no keypoint sees, so
+an unseen limb stands neutral), hinge limits for knees and elbows, twist limits, phenotypes
+kept inside anny's [0, 1] by a sigmoid.
+
+``plain=True`` is the benchmark's baseline: the same terms, all at once, from the rest pose
+facing the camera, on the full mesh, plain Adam.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .body_model import BodyModel
+from .correspondences import JOINT_NAMES
+from .observations import PersonObservation, class_index_of_vertices
+
+# Bones the fit turns (others keep their rest rotation relative to their parent: twist
+# segments, metacarpals, toes, eyes follow their parents).
+_BODY_BONES = ("spine05", "spine04", "spine03", "spine02", "spine01", "neck01", "neck02", "neck03",
+               "head", "clavicle.L", "clavicle.R", "shoulder01.L", "shoulder01.R", "upperarm01.L",
+               "upperarm01.R", "lowerarm01.L", "lowerarm01.R", "wrist.L", "wrist.R", "upperleg01.L",
+               "upperleg01.R", "lowerleg01.L", "lowerleg01.R", "foot.L", "foot.R")
+_FINGER_BONES = tuple(f"finger{n}-{k}.{s}" for s in "LR" for n in range(1, 6) for k in range(1, 4))
+_HINGES = ("lowerleg01.L", "lowerleg01.R", "lowerarm01.L", "lowerarm01.R")
+
+# Which keypoints tell about which bone (a bone seen by none is held at rest).
+_BONE_EVIDENCE = {
+    "upperarm01": ("elbow",), "lowerarm01": ("wrist",), "wrist": ("forefinger_third_joint", "pinky_finger_third_joint"),
+    "upperleg01": ("knee",), "lowerleg01": ("ankle",), "foot": ("big_toe", "heel"),
+    "clavicle": ("shoulder",), "shoulder01": ("elbow",),
+}
+
+
+@dataclass
+class FitSettings:
+    skeleton_steps: int = 40  # L-BFGS iterations
+    surface_steps: int = 8  # L-BFGS iterations per round
+    surface_rounds: int = 2
+    refresh_every: int = 5
+    shape_every: int = 4  # skeleton stage: a shape step every N steps (pose-only steps between)
+    shape_every_dense: int = 0  # surface stage: 0 = shape held
+    mesh_samples: int = 4000
+    plain: bool = False  # the baseline: no closed-form start, no stages, full mesh, plain Adam
+    plain_steps: int = 400
+    target_joint_px: float | None = None  # stop (plain) once the mean reprojection error is below
+    fingers: bool = True
+    # Term weights (see _Problem): keypoints are 1.
+    weights: dict = field(default_factory=lambda: {
+        "lift": 0.5, "lift_dense": 1.0, "prior": 1.0, "hinge": 1.0, "surface": 0.5, "inside": 0.5, "part": 0.2,
+        "cover": 0.3})
+    dtype: torch.dtype = torch.float32
+
+
+@dataclass
+class PersonFit:
+    person_id: int
+    rotvecs: np.ndarray  # [B,3]
+    phenotypes: np.ndarray  # [6]
+    placement: np.ndarray  # [4,4]
+    joints_estimated: np.ndarray  # [J] bool
+    report: dict = field(default_factory=dict)
+
+
+def _rodrigues(v: torch.Tensor) -> torch.Tensor:
+    from .body_model import _rotvec_to_matrix
+
+    return _rotvec_to_matrix(v)
+
+
+def _kabsch(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rotation R and translation t minimising |R src + t - dst| (rows are points)."""
+    cs, cd = src.mean(0), dst.mean(0)
+    u, _, vt = np.linalg.svd((src - cs).T @ (dst - cd))
+    d = np.sign(np.linalg.det(vt.T @ u.T))
+    r = vt.T @ np.diag([1, 1, d]) @ u.T
+    return r, cd - r @ cs
+
+
+# anny's model frame (Z up, facing -Y) seen by a camera it faces: x = X, y = -Z, z = Y.
+_FACING_CAMERA = np.array([[1.0, 0, 0], [0, 0, -1.0], [0, 1.0, 0]])
+
+
+class BodyFitter:
+    def __init__(self, body: BodyModel, settings: FitSettings | None = None):
+        self.body = body
+        self.settings = settings or FitSettings()
+        names = body.bone_names
+        self._free = torch.tensor([body.bone_index[b] for b in _BODY_BONES], dtype=torch.long)
+        self._fingers = torch.tensor([body.bone_index[b] for b in _FINGER_BONES], dtype=torch.long)
+        self._hinges = torch.tensor([body.bone_index[b] for b in _HINGES], dtype=torch.long)
+        self.nbones = len(names)
+        t = body.template()
+        self._faces = torch.as_tensor(t["faces"].astype(np.int64))
+        cls = class_index_of_vertices(t["vertex_parts"], t["part_names"])
+        nv = len(cls)
+        step = max(1, nv // self.settings.mesh_samples)
+        self._sample = torch.arange(0, nv, step)
+        self._sample_class = torch.as_tensor(cls)[self._sample]
+        self._j = {n: i for i, n in enumerate(JOINT_NAMES)}
+        self.shape_scale = self._shape_preconditioner()
+        self._torso = [self._j[n] for n in ("left_shoulder", "right_shoulder", "left_hip", "right_hip")]
+
+    def _shape_preconditioner(self) -> torch.Tensor:
+        """Per phenotype, a logit scale that makes a unit step move the body about as much as a
+        unit step of the strongest one (age moves it 100x more than weight: without this the
+        solver never touches the weak ones). A diagonal preconditioner, measured once."""
+        with torch.no_grad():
+            base = self.body.rest_state(torch.full((1, 6), 0.5), True).vertices
+            rms = []
+            for i in range(6):
+                ph = torch.full((1, 6), 0.5)
+                ph[0, i] = 0.6
+                v = self.body.rest_state(ph, True).vertices
+                rms.append(float((v - base).pow(2).sum(-1).mean().sqrt()))
+        rms = np.maximum(np.array(rms), 1e-9)
+        return torch.tensor(np.clip(rms.max() / rms, 1.0, 20.0), dtype=self.settings.dtype)
+
+    # --- public --------------------------------------------------------------------------
+    def fit(self, obs: PersonObservation, cancel=None) -> PersonFit:
+        start = time.perf_counter()
+        s = self.settings
+        dt = s.dtype
+        prob = _Problem(self, obs)
+        if s.plain:
+            prob.init_plain()
+            steps = prob.run_plain(s.plain_steps, s.target_joint_px, cancel)
+            stages = {"plain": steps}
+        else:
+            prob.init_closed_form()
+            n1 = prob.run_lbfgs(s.skeleton_steps, dense=False, cancel=cancel)
+            n2 = prob.run_lbfgs(s.surface_steps, dense=True, rounds=s.surface_rounds, cancel=cancel)
+            # The body's girth (weight, muscle) only the surface tells: a round on the shape and
+            # placement alone, where those small gradients are not drowned by the pose's.
+            n3 = prob.run_lbfgs(s.surface_steps, dense=True, cancel=cancel,
+                                only=[prob.shape_logit, prob.root_t, prob.root_rot])
+            stages = {"skeleton": n1, "surface": n2 + n3}
+        rot, phen, placement = prob.result()
+        err = prob.joint_error_px()
+        report = {"seconds": round(time.perf_counter() - start, 3), "steps": stages,
+                  "reprojection_px": round(err, 2), "depth": "metric" if obs.metric else
+                  ("relative (scale solved)" if obs.has_depth else "none (keypoints and masks)"),
+                  "depth_scale": round(float(prob.depth_scale.detach()), 4) if obs.has_depth and not obs.metric else None,
+                  "keypoints_seen": int(obs.seen.sum())}
+        if obs.has_depth:
+            report["surface_residual_m"] = round(prob.surface_residual(), 4)
+        return PersonFit(obs.person_id, rot, phen, placement, ~obs.seen.copy(), report)
+
+
+class _Problem:
+    """One person's variables and terms."""
+
+    def __init__(self, fitter: BodyFitter, obs: PersonObservation):
+        self.f, self.obs = fitter, obs
+        self.wt = fitter.settings.weights
+        dt = fitter.settings.dtype
+        self.dt = dt
+        b = fitter.body
+        nb = fitter.nbones
+        self.pose = torch.zeros((1, nb, 3), dtype=dt)
+        self.pose_free = torch.zeros((len(fitter._free), 3), dtype=dt, requires_grad=True)
+        self.pose_fingers = torch.zeros((len(fitter._fingers), 3), dtype=dt, requires_grad=True)
+        self.shape_logit = torch.zeros((1, 6), dtype=dt, requires_grad=True)
+        self.root_rot = torch.zeros(3, dtype=dt, requires_grad=True)
+        self.root_t = torch.zeros(3, dtype=dt, requires_grad=True)
+        self.r0 = torch.eye(3, dtype=dt)
+        self.t0 = torch.zeros(3, dtype=dt)
+        self.log_depth_scale = torch.zeros((), dtype=dt, requires_grad=True)
+        self.depth_shift = torch.zeros((), dtype=dt, requires_grad=True)
+        self.k = torch.as_tensor(obs.intrinsics, dtype=dt)
+        self.kp = torch.as_tensor(obs.keypoints, dtype=dt)
+        self.w = torch.as_tensor(obs.weights, dtype=dt)
+        self.lifted = torch.as_tensor(np.nan_to_num(obs.lifted, nan=0.0), dtype=dt)
+        self.has_lift = torch.as_tensor(np.isfinite(obs.lifted) & (obs.weights > 0))
+        self.two_sided = torch.as_tensor(obs.lifted_two_sided)
+        self.radius = torch.as_tensor(obs.joint_radius, dtype=dt)
+        self.points = torch.as_tensor(obs.points, dtype=dt)
+        self.covering = torch.as_tensor(obs.covering)
+        self.allowed_dt = torch.as_tensor(obs.allowed_dt, dtype=dt)[None, None]
+        self.part_dt = torch.as_tensor(obs.part_dt, dtype=dt)[None]
+        self.cover_px = torch.as_tensor(obs.cover_pixels, dtype=dt)
+        self.cover_w = torch.as_tensor(obs.cover_weights, dtype=dt)
+        self.scale = max(obs.scale_px, 1.0)
+        self._nn = None
+        self._step = 0
+        self._rest: dict = {}
+        # Pose prior per free bone: light where keypoints see the bone, heavy where none does.
+        seen = {n for n, wj in zip(JOINT_NAMES, obs.weights) if wj > 0}
+        prior = []
+        for bone in _BODY_BONES:
+            stem, side = bone.split(".")[0], ("left" if bone.endswith(".L") else "right")
+            ev = _BONE_EVIDENCE.get(stem)
+            if ev is None:
+                prior.append(1.0)
+            else:
+                prior.append(0.3 if any(f"{side}_{e}" in seen for e in ev) else 30.0)
+        self.prior = torch.tensor(prior, dtype=dt)
+        hands = {s: sum(1 for n in seen if n.startswith(s) and ("finger" in n or "thumb" in n))
+                 for s in ("left", "right")}
+        self.finger_prior = torch.tensor([0.3 if hands["left" if b.endswith(".L") else "right"] >= 6 else 30.0
+                                          for b in _FINGER_BONES], dtype=dt)
+
+    # --- variables -> body -------------------------------------------------------------------
+    @property
+    def depth_scale(self) -> torch.Tensor:
+        return torch.exp(self.log_depth_scale)
+
+    def rotvecs(self) -> torch.Tensor:
+        rot = self.pose.clone()
+        rot[0, self.f._free] = self.pose_free
+        if self.f.settings.fingers:
+            rot[0, self.f._fingers] = self.pose_fingers
+        return rot
+
+    def phenotypes(self) -> torch.Tensor:
+        return torch.sigmoid(self.shape_logit * self.f.shape_scale)
+
+    def placement(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return _rodrigues(self.root_rot) @ self.r0, self.t0 + self.root_t
+
+    def to_camera(self, x: torch.Tensor) -> torch.Tensor:
+        r, t = self.placement()
+        return x @ r.T + t
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        z = x[..., 2:3].clamp_min(0.05)
+        return torch.cat([self.k[0, 0] * x[..., :1] / z + self.k[0, 2],
+                          self.k[1, 1] * x[..., 1:2] / z + self.k[1, 2]], -1)
+
+    # --- starts ------------------------------------------------------------------------------
+    def _rest_joints(self) -> np.ndarray:
+        with torch.no_grad():
+            return self.f.body.skeleton(self.phenotypes(), self.rotvecs()).joints[0].double().numpy()
+
+    def init_closed_form(self) -> None:
+        obs = self.obs
+        rest = self._rest_joints()
+        torso = [j for j in self.f._torso if obs.weights[j] > 0]
+        k = obs.intrinsics
+        use = [j for j in range(len(JOINT_NAMES)) if obs.weights[j] > 0]
+        if obs.metric and len([j for j in torso if np.isfinite(obs.lifted[j])]) >= 3:
+            sel = [j for j in use if np.isfinite(obs.lifted[j]) and self.obs.lifted_two_sided[j]] or \
+                  [j for j in use if np.isfinite(obs.lifted[j])]
+            z = obs.lifted[sel] + obs.joint_radius[sel]
+        else:
+            sel = use
+            z = np.full(len(sel), self._distance_from_size(rest, use))
+        dst = np.stack([(obs.keypoints[sel, 0] - k[0, 2]) / k[0, 0] * z,
+                        (obs.keypoints[sel, 1] - k[1, 2]) / k[1, 1] * z, z], 1)
+        if len(sel) >= 3:
+            r, t = _kabsch(rest[sel], dst)
+            # A body seen from behind and from the front project alike when all points share one
+            # depth: keep the facing whose left/right order matches the keypoints'.
+            if not obs.metric:
+                r = self._facing_from_sides(r, rest, sel, dst)
+                t = dst.mean(0) - r @ rest[sel].mean(0)
+        else:
+            r = _FACING_CAMERA
+            t = dst.mean(0) - r @ rest[sel].mean(0)
+        self.r0 = torch.as_tensor(r, dtype=self.dt)
+        self.t0 = torch.as_tensor(t, dtype=self.dt)
+        if obs.has_depth and not obs.metric:
+            self._init_depth_scale()
+
+    def _facing_from_sides(self, r, rest, sel, dst):
+        # Keep the rotation's up vector, choose the yaw that puts the person's left where the
+        # left keypoints are (the shoulders' x order in the image).
+        j = self.f._j
+        l, rr = j["left_shoulder"], j["right_shoulder"]
+        if self.obs.weights[l] > 0 and self.obs.weights[rr] > 0:
+            left_is_right_in_image = self.obs.keypoints[l, 0] > self.obs.keypoints[rr, 0]
+            x_axis = r[:, 0]  # the person's left in the camera frame
+            if (x_axis[0] > 0) != left_is_right_in_image:
+                flip = np.diag([-1.0, 1.0, -1.0])  # half a turn about the body's up (Z)
+                r = r @ flip
+        return r
+
+    def _distance_from_size(self, rest, use) -> float:
+        """Camera distance at which the rest body's joint spread matches the keypoints'."""
+        k = self.obs.intrinsics
+        pts = self.obs.keypoints[use]
+        px = np.sqrt(((pts - pts.mean(0)) ** 2).sum(1).mean())
+        m = rest[use][:, [0, 2]]  # width and height in the model frame (facing the camera)
+        metres = np.sqrt(((m - m.mean(0)) ** 2).sum(1).mean())
+        return float(np.clip(k[0, 0] * metres / max(px, 1e-3), 0.3, 50.0))
+
+    def _init_depth_scale(self) -> None:
+        """Relative depth: the scale that puts the observed torso at the body's torso depth."""
+        obs = self.obs
+        sel = [j for j in range(len(JOINT_NAMES)) if obs.weights[j] > 0 and np.isfinite(obs.lifted[j])]
+        if not sel:
+            return
+        with torch.no_grad():
+            joints = self.to_camera(self.f.body.skeleton(self.phenotypes(), self.rotvecs()).joints[0])
+        z = joints[sel, 2].double().numpy()
+        d = obs.lifted[sel]
+        scale = float(np.median(z) / max(np.median(d), 1e-6))
+        self.log_depth_scale.data.fill_(np.log(max(scale, 1e-6)))
+
+    def init_plain(self) -> None:
+        """The baseline's start: the rest body facing the camera at the silhouette's place."""
+        obs = self.obs
+        rest = self._rest_joints()
+        use = [j for j in range(len(JOINT_NAMES)) if obs.weights[j] > 0]
+        z = float(np.nanmedian(obs.points[:, 2])) if obs.has_depth and len(obs.points) else \
+            self._distance_from_size(rest, use)
+        k = obs.intrinsics
+        c = obs.cover_pixels.mean(0)
+        centre = np.array([(c[0] - k[0, 2]) / k[0, 0] * z, (c[1] - k[1, 2]) / k[1, 1] * z, z])
+        self.r0 = torch.as_tensor(_FACING_CAMERA, dtype=self.dt)
+        self.t0 = torch.as_tensor(centre - _FACING_CAMERA @ rest.mean(0), dtype=self.dt)
+
+    # --- terms ---------------------------------------------------------------------------
+    def keypoint_terms(self, joints_model: torch.Tensor, lift: float = 1.0) -> torch.Tensor:
+        cam = self.to_camera(joints_model)
+        px = self.project(cam)
+        r = (px - self.kp).norm(dim=-1) / self.scale * 100.0  # % of the person's size
+        loss = (self.w * _charbonnier(r, 1.0)).sum() / self.w.sum().clamp_min(1e-6)
+        if self.obs.has_depth:
+            surface = self.lifted * (self.depth_scale if not self.obs.metric else 1.0) + \
+                (self.depth_shift if not self.obs.metric else 0.0)
+            gap = (cam[:, 2] - self.radius - surface) * 100.0  # cm; > 0 behind the seen surface
+            two = torch.where(self.two_sided, _charbonnier(gap, 2.0), torch.relu(-gap) ** 2 / 4.0)
+            m = self.has_lift.to(self.dt) * self.w
+            loss = loss + lift * self.wt["lift"] * (m * two).sum() / m.sum().clamp_min(1e-6)
+        return loss
+
+    def prior_terms(self) -> torch.Tensor:
+        free = self.pose_free
+        loss = (self.prior[:, None] * free ** 2).sum() * 0.5 * self.wt["prior"]
+        # Twist (about each bone's own Y) is rare: held harder.
+        loss = loss + 2.0 * (free[:, 1] ** 2).sum()
+        hinge = self.rotvecs()[0, self.f._hinges]
+        # Knees and elbows do not bend backwards (beyond a little slack).
+        loss = loss + self.wt["hinge"] * 20.0 * (torch.relu(-hinge[:, 0] - 0.15) ** 2).sum()
+        if self.f.settings.fingers:
+            loss = loss + 0.5 * (self.finger_prior[:, None] * self.pose_fingers ** 2).sum()
+        # Shapes inside anny's range already (sigmoid); a light pull to the average.
+        loss = loss + 0.02 * ((self.shape_logit * self.f.shape_scale) ** 2).sum()
+        return loss
+
+    def surface_terms(self, verts_cam: torch.Tensor) -> torch.Tensor:
+        obs = self.obs
+        sample = verts_cam[self.f._sample]
+        with torch.no_grad():
+            normals = _vertex_normals(verts_cam, self.f._faces)[self.f._sample]
+        loss = torch.zeros((), dtype=self.dt)
+        facing = (normals * sample).sum(-1) < 0  # towards the camera
+        if obs.has_depth and len(self.points):
+            pts = self.points
+            if not obs.metric:
+                z = pts[:, 2] * self.depth_scale + self.depth_shift
+                ratio = z / pts[:, 2].clamp_min(1e-6)
+                pts = pts * ratio[:, None]
+            if self._nn is None or self._step % self.f.settings.refresh_every == 0:
+                with torch.no_grad():
+                    cand = torch.nonzero(facing).flatten()
+                    d = torch.cdist(pts, sample[cand])
+                    self._nn = cand[d.argmin(1)]
+            v = sample[self._nn]
+            n = normals[self._nn].detach()
+            signed = ((pts - v) * n).sum(-1) * 100.0  # cm, > 0 outside the body
+            dist = (pts - v).norm(dim=-1) * 100.0
+            skin = _charbonnier(signed, 1.0) + 0.02 * _charbonnier(dist, 1.0)
+            cover = torch.relu(-signed) ** 2 + 0.05 * _charbonnier(signed, 1.0)
+            term = torch.where(self.covering, cover, skin)
+            loss = loss + self.wt["surface"] * term.mean()
+        # Silhouette: every body point projects where the body may be; facing points land on
+        # their own part; every pixel of the person is near a facing body point.
+        px = self.project(sample)
+        g = self._grid(px)
+        inside = torch.nn.functional.grid_sample(self.allowed_dt, g, align_corners=False)[0, 0, 0]
+        loss = loss + self.wt["inside"] * (inside / (self.scale * obs.grid_scale) * 100.0).pow(2).mean()
+        pd = torch.nn.functional.grid_sample(self.part_dt, g, align_corners=False)[0, :, 0]  # [C,N]
+        own = pd.gather(0, self.f._sample_class[None])[0]
+        ownf = own[facing] / (self.scale * obs.grid_scale) * 100.0
+        if len(ownf):
+            loss = loss + self.wt["part"] * _charbonnier(ownf, 1.0).mean()
+        fpx = px[facing]
+        if len(fpx):
+            d = torch.cdist(self.cover_px, fpx).min(1).values / self.scale * 100.0
+            loss = loss + self.wt["cover"] * (self.cover_w * _charbonnier(d, 1.0)).sum() / self.cover_w.sum()
+        return loss
+
+    def _grid(self, px: torch.Tensor) -> torch.Tensor:
+        h, w = self.obs.size
+        gx = px[:, 0] / w * 2 - 1
+        gy = px[:, 1] / h * 2 - 1
+        return torch.stack([gx, gy], -1)[None, None].clamp(-1.5, 1.5)
+
+    # --- optimisation ----------------------------------------------------------------------
+    def _params(self, dense: bool):
+        groups = [{"params": [self.pose_free], "lr": 0.04},
+                  {"params": [self.root_rot], "lr": 0.02},
+                  {"params": [self.root_t], "lr": 0.02},
+                  {"params": [self.shape_logit], "lr": 0.08}]
+        if self.f.settings.fingers:
+            groups.append({"params": [self.pose_fingers], "lr": 0.05})
+        if self.obs.has_depth and not self.obs.metric:
+            groups.append({"params": [self.log_depth_scale, self.depth_shift], "lr": 0.01})
+        return groups
+
+    def rest(self, dense: bool, with_shape: bool):
+        """The shaped rest body: recomputed (differentiable in the shape) on shape steps, else the
+        last one kept (the shape is held between shape steps)."""
+        key = "dense" if dense else "skeleton"
+        if with_shape or self._rest.get(key) is None:
+            rs = self.f.body.rest_state(self.phenotypes(), with_vertices=dense)
+            self._rest[key] = rs.detach()
+            return rs if with_shape else self._rest[key]
+        return self._rest[key]
+
+    def loss(self, dense: bool, with_shape: bool = True) -> torch.Tensor:
+        rs, rot = self.rest(dense, with_shape), self.rotvecs()
+        if dense:
+            out = self.f.body.full(rs, rot)
+            joints = out["joints"][0]
+            verts = self.to_camera(out["vertices"][0])
+            # The dense surface knows the depth better than the joint radii do.
+            return self.keypoint_terms(joints, self.wt["lift_dense"]) + self.prior_terms() + \
+                self.surface_terms(verts)
+        joints = self.f.body.skeleton(rs, rot).joints[0]
+        return self.keypoint_terms(joints) + self.prior_terms()
+
+    def run(self, steps: int, dense: bool, cancel=None) -> None:
+        if steps <= 0:
+            return
+        opt = torch.optim.Adam(self._params(dense))
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps, eta_min=0.1 * 0.04)
+        self._nn = None
+        every = self.f.settings.shape_every_dense if dense else self.f.settings.shape_every
+        self._rest = {}
+        for i in range(steps):
+            if cancel is not None:
+                cancel.check()
+            self._step = i
+            opt.zero_grad(set_to_none=True)
+            self.loss(dense, with_shape=every > 0 and i % every == every - 1).backward()
+            opt.step()
+            sched.step()
+
+    def run_lbfgs(self, iterations: int, dense: bool, rounds: int = 1, cancel=None,
+                  only=None) -> int:
+        """Quasi-Newton on every variable at once (shape included), or on ``only``; surface
+        correspondences are held within a round and refreshed between rounds. Returns the
+        number of evaluations."""
+        params = only or [p for g in self._params(dense) for p in g["params"]]
+        evaluations = 0
+        for _ in range(rounds):
+            self._nn = None
+            self._step = 1  # keep the correspondences of the round's first evaluation
+            opt = torch.optim.LBFGS(params, lr=1.0, max_iter=iterations, history_size=20,
+                                    line_search_fn="strong_wolfe", tolerance_grad=1e-6,
+                                    tolerance_change=1e-9)
+
+            def closure():
+                nonlocal evaluations
+                if cancel is not None:
+                    cancel.check()
+                evaluations += 1
+                opt.zero_grad(set_to_none=True)
+                self._rest = {}
+                loss = self.loss(dense, with_shape=True)
+                loss.backward()
+                return loss
+
+            if dense:
+                self._step = 0
+                with torch.no_grad():
+                    self.loss(dense, with_shape=False)  # pick the round's correspondences
+                self._step = 1
+            opt.step(closure)
+        return evaluations
+
+    def run_plain(self, max_steps: int, target_px: float | None, cancel=None) -> int:
+        opt = torch.optim.Adam(self._params(True))
+        self._nn = None
+        for i in range(max_steps):
+            if cancel is not None:
+                cancel.check()
+            self._step = i
+            opt.zero_grad(set_to_none=True)
+            self._rest = {}
+            self.loss(True).backward()
+            opt.step()
+            if target_px is not None and i % 5 == 4 and self.joint_error_px() <= target_px:
+                return i + 1
+        return max_steps
+
+    # --- results ----------------------------------------------------------------------------
+    def joint_error_px(self) -> float:
+        with torch.no_grad():
+            joints = self.to_camera(self.f.body.skeleton(self.phenotypes(), self.rotvecs()).joints[0])
+            err = (self.project(joints) - self.kp).norm(dim=-1)
+            m = self.w > 0
+            return float(err[m].mean()) if m.any() else float("nan")
+
+    def surface_residual(self) -> float:
+        with torch.no_grad():
+            out = self.f.body.full(self.phenotypes(), self.rotvecs())
+            verts = self.to_camera(out["vertices"][0])
+            pts = self.points
+            if not len(pts):
+                return float("nan")
+            if not self.obs.metric:
+                z = pts[:, 2] * self.depth_scale + self.depth_shift
+                pts = pts * (z / pts[:, 2].clamp_min(1e-6))[:, None]
+            sample = verts[self.f._sample]
+            normals = _vertex_normals(verts, self.f._faces)[self.f._sample]
+            skin = pts[~self.covering]
+            nn = torch.cdist(skin, sample).argmin(1)
+            d = ((skin - sample[nn]) * normals[nn]).sum(-1).abs()
+            return float(d.median()) if len(d) else float("nan")
+
+    def result(self):
+        with torch.no_grad():
+            r, t = self.placement()
+            placement = np.eye(4)
+            placement[:3, :3] = r.double().numpy()
+            placement[:3, 3] = t.double().numpy()
+            return (self.rotvecs()[0].double().numpy(), self.phenotypes()[0].double().numpy(), placement)
+
+
+def _charbonnier(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """Robust cost: quadratic near 0, linear far away (outliers pull gently)."""
+    return torch.sqrt(x * x + eps * eps) - eps
+
+
+def _vertex_normals(v: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
+    a, b, c = v[faces[:, 0]], v[faces[:, 1]], v[faces[:, 2]]
+    fn = torch.linalg.cross(b - a, c - a)
+    n = torch.zeros_like(v)
+    for i in range(3):
+        n = n.index_add(0, faces[:, i], fn)
+    return n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def fit_people(body: BodyModel, observations: list[PersonObservation], settings: FitSettings | None = None,
+               progress=None, cancel=None) -> dict:
+    """Fit every person; the per-person arrays of docs/body_format.md, stacked."""
+    fitter = BodyFitter(body, settings)
+    fits = []
+    for i, obs in enumerate(observations):
+        if progress is not None:
+            progress("fit", i / max(len(observations), 1), f"fitting the body of person {obs.person_id}")
+        fits.append(fitter.fit(obs, cancel))
+    if not fits:
+        raise ValueError("no person to fit")
+    arrays = body.evaluate(np.stack([f.rotvecs for f in fits]), np.stack([f.phenotypes for f in fits]),
+                           np.stack([f.placement for f in fits]))
+    arrays["person_ids"] = np.array([f.person_id for f in fits], np.int32)
+    arrays["joints_estimated"] = np.stack([f.joints_estimated for f in fits])
+    arrays["reports"] = np.array([json.dumps(f.report) for f in fits])
+    if progress is not None:
+        progress("fit", 1.0, f"fitted {len(fits)} bodies")
+    return arrays

@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The body model's arrays keep the promises of docs/body_format.md."""
+
+import numpy as np
+import torch
+
+from inference_server.fit.correspondences import JOINT_NAMES
+from inference_server.processing.goliath import KEYPOINT_NAMES
+
+
+def _random_people(body, n=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    rot = 0.25 * torch.randn((n, len(body.bone_names), 3), generator=g)
+    phen = torch.rand((n, 6), generator=g)
+    return rot, phen
+
+
+def test_zero_rotations_are_the_rest_pose(body):
+    _, phen = _random_people(body)
+    out = body.full(phen, torch.zeros((2, len(body.bone_names), 3)))
+    assert torch.allclose(out["vertices"], out["rest_vertices"], atol=1e-5)
+    assert torch.allclose(out["bone_poses"], out["rest_bone_poses"], atol=1e-5)
+
+
+def test_skeleton_pass_gives_the_full_pass_joints(body):
+    rot, phen = _random_people(body)
+    assert torch.allclose(body.skeleton(phen, rot).joints, body.full(phen, rot)["joints"], atol=1e-5)
+
+
+def test_linear_blend_skinning_with_the_template_reproduces_the_vertices(body):
+    """What a Blender armature computes from rest/pose matrices and the weights = the fit's vertices."""
+    rot, phen = _random_people(body, n=1, seed=3)
+    placement = np.eye(4, dtype=np.float32)
+    placement[:3, 3] = (0.1, -0.2, 3.0)
+    out = body.evaluate(rot, phen, placement[None])
+    t = body.template()
+    rel = out["bone_matrices"][0] @ np.linalg.inv(out["rest_bone_matrices"][0])  # [B,4,4]
+    rest = np.c_[out["rest_vertices"][0], np.ones(len(t["weight_bones"]))]
+    per = np.einsum("vkij,vj->vki", rel[t["weight_bones"]], rest)[..., :3]
+    skinned = (t["weight_values"][..., None] * per).sum(1) + placement[:3, 3]
+    assert np.abs(skinned - out["vertices"][0]).max() < 1e-4
+
+
+def test_rest_bones_follow_blenders_convention(body):
+    _, phen = _random_people(body)
+    out = body.evaluate(torch.zeros((2, len(body.bone_names), 3)), phen, np.tile(np.eye(4), (2, 1, 1)))
+    m, tails = out["rest_bone_matrices"], out["rest_bone_tails"]
+    axis = tails - m[..., :3, 3]
+    length = np.linalg.norm(axis, axis=-1)
+    assert length.min() >= 0.0099
+    cos = (axis / length[..., None] * m[..., :3, 1]).sum(-1)
+    assert cos.min() > 0.9999  # Y from head to tail
+    r = m[..., :3, :3]
+    assert np.abs(np.einsum("...ji,...jk->...ik", r, r) - np.eye(3)).max() < 1e-4
+
+
+def test_template_is_a_watertight_skinned_labelled_body(body):
+    t = body.template()
+    faces = t["faces"]
+    edges = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), axis=1)
+    _, counts = np.unique(edges, axis=0, return_counts=True)
+    assert (counts == 2).all()  # every edge shared by exactly two triangles
+    assert np.allclose(t["weight_values"].sum(1), 1.0, atol=1e-5)
+    assert len(t["bone_names"]) >= 60 and t["bone_parents"][0] == -1
+    assert (t["bone_parents"][1:] < np.arange(1, len(t["bone_parents"]))).all()  # parents first
+    assert set(JOINT_NAMES) <= set(KEYPOINT_NAMES) and len(JOINT_NAMES) == 63
+    names = list(t["part_names"])
+    rest = body.evaluate(torch.zeros((1, len(body.bone_names), 3)), torch.full((1, 6), 0.5),
+                         np.eye(4)[None])["rest_vertices"][0]
+    left = rest[t["vertex_parts"] == names.index("Left_Hand")]
+    right = rest[t["vertex_parts"] == names.index("Right_Hand")]
+    assert left[:, 0].mean() > 0.3 and right[:, 0].mean() < -0.3  # the person's left is +X
+    head = rest[t["vertex_parts"] == names.index("Face_Neck")]
+    assert head[:, 2].mean() > rest[:, 2].mean() + 0.5

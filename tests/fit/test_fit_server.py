@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The body fit through the real server and the real client: maps in, bodies out."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+
+from server_harness import start_server  # noqa: E402
+
+from sapiens_blender.core.analysis import body_template, fit_body  # noqa: E402
+from sapiens_blender.core.client import V2Client  # noqa: E402
+from sapiens_blender.core.errors import SapiensServerError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def fit_server(tmp_path_factory):
+    srv = start_server(tmp_path_factory.mktemp("fit-server"), "--parent-pid", str(os.getpid()))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def client(fit_server):
+    with V2Client(f"http://{fit_server.url}", fit_server.token) as c:
+        yield c
+
+
+@pytest.mark.slow
+def test_fit_and_template_round_trip(client, body_model_scene):
+    scene = body_model_scene
+    stages = []
+    out = fit_body(client, scene.maps, progress=lambda s, f, m: stages.append(m))
+    assert out["person_ids"].tolist() == [1]
+    template = body_template(client)
+    assert str(template["body_version"]) == str(out["body_version"])
+    v = out["vertices"]
+    assert v.shape == (1, len(template["weight_bones"]), 3) and v.dtype == np.float32
+    assert out["bone_matrices"].shape == (1, len(template["bone_names"]), 4, 4)
+    assert template["faces"].shape[1] == 3 and template["faces"].max() < v.shape[1]
+    report = json.loads(str(out["reports"][0]))
+    assert report["depth"] == "metric" and report["reprojection_px"] < 5
+    names = [str(n) for n in template["joint_names"]]
+    wrist = out["joints"][0, names.index("left_wrist")]
+    assert np.linalg.norm(wrist - scene.body.joints["left_wrist"]) < 0.08
+    assert any("body" in m for m in stages)  # progress reached the client
+
+
+def test_bad_maps_are_a_clear_400(client, body_model_scene):
+    import copy
+
+    maps = copy.deepcopy(body_model_scene.maps)
+    maps.mask[:] = 0
+    with pytest.raises(SapiensServerError) as err:
+        fit_body(client, maps)
+    assert "no person" in str(err.value)
+    with pytest.raises(SapiensServerError) as err:
+        fit_body(client, body_model_scene.maps, people=[7])
+    assert "no person [7]" in str(err.value)
