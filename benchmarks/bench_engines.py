@@ -9,6 +9,7 @@ the Ray engine starts a local cluster, its analysis actor and worker processes, 
 down): the figure is wall time from call to return. Same builder concurrency on both: the
 local engine with ``--jobs J``; Ray with J + 1 logical CPUs (one held by the analysis actor).
 
+The two engines' .glb files are compared (node names; largest vertex difference printed).
 Per-photo stage times come from the Ray run (analysis measured in the actor per batch and
 divided by its photos; build and export measured in the builder task). From them, the scaling
 estimate: with G analysis actors (one per GPU) taking ``a`` s per photo and C builder cores
@@ -29,6 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # gltf_reader: an independent .glb reader
 
 from sapiens_blender.cli import build_parser  # noqa: E402
 from sapiens_blender.cli.batch import Progress  # noqa: E402
@@ -78,6 +80,25 @@ def run_ray(src: Path, out: Path, jobs: int) -> tuple[float, dict, dict]:
     return elapsed, options.replies, options.timings
 
 
+def largest_difference(a: Path, b: Path) -> float:
+    """Largest vertex difference between the two engines' .glb files (same node names asserted)."""
+    from gltf_reader import Glb
+
+    worst = 0.0
+    names = sorted(p.name for p in a.glob("*.glb"))
+    assert names == sorted(p.name for p in b.glob("*.glb")), "the engines wrote different files"
+    for name in names:
+        glb_a, glb_b = Glb(a / name), Glb(b / name)
+        nodes_a, nodes_b = glb_a.json["nodes"], glb_b.json["nodes"]
+        assert [n.get("name") for n in nodes_a] == [n.get("name") for n in nodes_b], name
+        for i, node in enumerate(nodes_a):
+            if "mesh" in node:
+                for (pos_a, _), (pos_b, _) in zip(glb_a.skinned_primitives(i), glb_b.skinned_primitives(i)):
+                    assert pos_a.shape == pos_b.shape, name
+                    worst = max(worst, float(abs(pos_a - pos_b).max()))
+    return worst
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--photos", type=int, default=20)
@@ -90,6 +111,7 @@ def main() -> None:
         make_photos(tmp / "photos", opts.photos, opts.side)
         local_s = run_local(tmp / "photos", tmp / "local", opts.jobs)
         ray_s, replies, overhead = run_ray(tmp / "photos", tmp / "ray", opts.jobs)
+        worst = largest_difference(tmp / "local", tmp / "ray")
     n = opts.photos
     print(f"\n{n} photos, {opts.side} px long side, stride 2, .glb, {opts.jobs} builders")
     print(f"local engine: {local_s:.1f} s  ({n / local_s:.2f} photos/s)")
@@ -97,6 +119,7 @@ def main() -> None:
     print(f"  of which starting the local cluster {overhead['connect']:.1f} s, "
           f"shutting it down {overhead['shutdown']:.1f} s")
     print(f"throughput ray / local: {local_s / ray_s:.2f}x")
+    print(f"outputs: same node names in every .glb; largest vertex difference {worst:.1e} m")
     stages = {}
     for reply in replies.values():
         for stage, seconds in reply["timings"].items():
