@@ -3,7 +3,7 @@
 
 - Ray Data reads the photos (``read_binary_files``: any node can read them from a shared path)
   and feeds an actor pool stage, ``inference_server.batch_analyzer.PhotoAnalyzer``: one actor
-  per GPU with ``num_gpus=1`` where the cluster has GPUs, else CPU actors. Each keeps its
+  per GPU with ``num_gpus=1`` where the cluster has GPUs, else one on a CPU. Each keeps its
   backend loaded and analyses photos in batches.
 - Every build is a Ray task (one CPU) running :func:`build_job`, the local builder's own code, in
   a Ray worker *process* (bpy is one scene per process; worker processes are reused, so bpy is
