@@ -54,7 +54,7 @@ def register(subparsers) -> None:
     cluster.add_argument("--engine", choices=ENGINES, default="local",
                          help="local: builder processes on this machine (default); ray: a Ray cluster")
     cluster.add_argument("--address", metavar="ADDR",
-                         help="the Ray cluster to use (e.g. auto, ray://head:10001); default: a local "
+                         help="the Ray cluster to use (auto on a cluster node, or HEAD:6379); default: a local "
                               "cluster on this machine's cores, started for the run and shut down after")
     cluster.add_argument("--batch-size", type=int, default=4,
                          help="photos per analysis call on an inference actor (ray, default 4)")

@@ -44,7 +44,7 @@ class RayEngineError(RuntimeError):
 
 @dataclass
 class RayOptions:
-    address: str | None = None  # a running cluster ("auto", "ray://host:10001", "host:6379")
+    address: str | None = None  # a running cluster ("auto", "head:6379"; "ray://head:10001" untested)
     model: str = "auto"
     backend_modules: tuple[str, ...] = ()  # extra inference backends to register in the actors
     batch_size: int = 4  # photos per analysis call
