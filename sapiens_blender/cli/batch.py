@@ -58,6 +58,10 @@ def register(subparsers) -> None:
                               "cluster on this machine's cores, started for the run and shut down after")
     cluster.add_argument("--batch-size", type=int, default=4,
                          help="photos per analysis call on an inference actor (ray, default 4)")
+    cluster.add_argument("--local-cpus", type=int, metavar="N",
+                         help="cores of the local cluster started without --address (default: all)")
+    cluster.add_argument("--local-object-store-mb", type=int, metavar="MB",
+                         help="object store of that local cluster (default: Ray's, 30%% of memory)")
     add_geometry_arguments(p)
     p.set_defaults(func=run)
 
@@ -109,8 +113,13 @@ def _usage_problem(args, src: Path, formats: list[str], bad: list[str]) -> str |
         return "no format given"
     if args.jobs < 1 or args.batch_size < 1:
         return "--jobs and --batch-size must be at least 1"
-    if args.engine != "ray" and args.address:
-        return "--address needs --engine ray"
+    if args.engine != "ray" and (args.address or args.local_cpus or args.local_object_store_mb):
+        return "--address and --local-* need --engine ray"
+    if args.address and (args.local_cpus or args.local_object_store_mb):
+        return "--local-* apply to the local cluster started without --address"
+    if (args.local_cpus is not None and args.local_cpus < 1) or (
+            args.local_object_store_mb is not None and args.local_object_store_mb < 100):
+        return "--local-cpus must be at least 1 and --local-object-store-mb at least 100"
     if args.engine == "ray" and (args.server or args.token):
         return "--server/--token do not apply to --engine ray: the cluster's own actors run the model"
     return None
@@ -121,7 +130,8 @@ def _run_on_ray(args, jobs, progress, failures) -> str | None:
     from ..core.engines.ray_engine import RayEngineError, RayOptions, run_on_ray
 
     options = RayOptions(address=args.address, model=args.model or "auto",
-                         backend_modules=tuple(args.backend_module), batch_size=args.batch_size)
+                         backend_modules=tuple(args.backend_module), batch_size=args.batch_size,
+                         local_cpus=args.local_cpus, local_object_store_mb=args.local_object_store_mb)
     try:
         run_on_ray(jobs, progress, failures, options)
     except RayEngineError as exc:

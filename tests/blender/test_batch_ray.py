@@ -32,6 +32,7 @@ ENTRY = "import sys; from sapiens_blender.cli import main; sys.exit(main())"
 # The test backend lives beside this file: Ray workers and the server must import it.
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), str(ROOT / "tests")])}
 TOLERANCE_M = 1e-5
+SMALL_CLUSTER = ("--local-cpus", "2", "--local-object-store-mb", "200")
 RAY_DIR = str(Path(ray.__file__).parent)
 
 
@@ -131,7 +132,7 @@ def test_ray_engine_builds_like_the_local_engine(inputs, local_outputs, tmp_path
     since = time.time()
     out = tmp_path / "ray"
     proc = batch(inputs, out, "--engine", "ray", "--format", "glb,blend", "--model", "ellipsoid",
-                 "--backend-module", "ellipsoid_backend", "--batch-size", "2")
+                 "--backend-module", "ellipsoid_backend", "--batch-size", "2", *SMALL_CLUSTER)
     assert proc.returncode == 1, proc.stderr
     assert "failed: broken.jpg: ImageError" in proc.stderr and "4 built, 0 already done, 1 failed" in proc.stdout
     assert_no_ray_left(since)
@@ -147,7 +148,7 @@ def test_ray_engine_builds_like_the_local_engine(inputs, local_outputs, tmp_path
 
 def test_cluster_options_and_addresses_are_checked_before_anything_starts(inputs, tmp_path):
     proc = batch(inputs, tmp_path / "out", "--address", "auto")
-    assert proc.returncode == 2 and "--address needs --engine ray" in proc.stderr
+    assert proc.returncode == 2 and "--address and --local-* need --engine ray" in proc.stderr
     proc = batch(inputs, tmp_path / "out", "--engine", "ray", "--server", "http://127.0.0.1:9")
     assert proc.returncode == 2 and "do not apply to --engine ray" in proc.stderr
     since = time.time()
@@ -161,7 +162,7 @@ def test_ctrl_c_stops_the_cluster_and_a_rerun_resumes(inputs, local_outputs, tmp
     since = time.time()
     out = tmp_path / "out"
     cmd = [sys.executable, "-c", ENTRY, "batch", str(inputs), "--out", str(out), "--engine", "ray",
-           "--model", "ellipsoid", "--backend-module", "ellipsoid_backend"]
+           "--model", "ellipsoid", "--backend-module", "ellipsoid_backend", *SMALL_CLUSTER]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     lines = []
@@ -181,7 +182,7 @@ def test_ctrl_c_stops_the_cluster_and_a_rerun_resumes(inputs, local_outputs, tmp
     # The re-run, through the Python API, builds only what is missing, like the local engine.
     since = time.time()
     again = batch(inputs, out, "engine='ray'", "model='ellipsoid'", "backend_modules=('ellipsoid_backend',)",
-                  api=True)
+                  "local_cpus=2", "local_object_store_mb=200", api=True)
     assert f"{4 - len(finished)} built, {len(finished)} already done, 1 failed" in again.stdout, again.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(f"{s}.glb" for s in ("solo", "pair", "front", "side"))
     for name in ("front.glb", "side.glb"):

@@ -23,8 +23,9 @@ def run_batch(input_dir: str | os.PathLike, out: str | os.PathLike, *, engine: s
               model: str | None = None, force: bool = False, backend_modules: tuple[str, ...] = (),
               batch_size: int | None = None, **build_options) -> int:
     """The `batch` command from Python; returns its exit status (0: all built, 1: some failed).
-    ``build_options`` are the geometry flags by name: ``stride=2``, ``closed=True``,
-    ``people="1,2"``, ``normals="tangent"``, ``no_armature=True``, ... (see `batch --help`)."""
+    ``build_options`` are its other flags by name: geometry (``stride=2``, ``closed=True``,
+    ``people="1,2"``, ``no_armature=True``, ...) and cluster ones (``local_cpus=8``); see
+    `batch --help`. True adds a switch, None/False leave it out."""
     from ...cli import build_parser
 
     if engine not in ENGINES:
