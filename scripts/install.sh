@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install sapiens_blender into .venv/ at the repository root. Safe to re-run.
 #   bash scripts/install.sh app    # the add-on core, bpy, the server and its offline CPU backend
-#   bash scripts/install.sh test   # everything above + torch (CPU), transformers, test tools
+#   bash scripts/install.sh test   # everything above + torch (CPU), transformers, Ray, test tools
 set -euo pipefail
 mode="${1:-app}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,7 +25,7 @@ case "$mode" in
     # torch first and pinned: an unpinned torch (asked for by transformers' extras or
     # anny) would pull a multi-GB CUDA build.
     "${pip[@]}" install "torch==2.13.0"
-    "${pip[@]}" install -e ".[blender,server,sapiens,fit,dev]" "torch==2.13.0"
+    "${pip[@]}" install -e ".[blender,server,sapiens,fit,cluster,dev]" "torch==2.13.0"
     # The linux-x64 wheels the extension zip bundles (pinned, ~110 MB, into .cache/wheels): the
     # packaging tests and the artist-machine test build that zip from this cache, offline.
     .venv/bin/python -m sapiens_blender.cli.extension_wheels linux-x64

@@ -57,9 +57,10 @@ _BONE_EVIDENCE = {
 
 @dataclass
 class FitSettings:
-    skeleton_steps: int = 40  # L-BFGS iterations
-    surface_steps: int = 10  # L-BFGS iterations per round
-    surface_rounds: int = 4
+    skeleton_steps: int = 30  # L-BFGS iterations, shape held
+    skeleton_shape_steps: int = 15  # L-BFGS iterations, shape free
+    surface_steps: int = 8  # L-BFGS iterations per round
+    surface_rounds: int = 3
     refresh_every: int = 5
     shape_every: int = 4  # skeleton stage: a shape step every N steps (pose-only steps between)
     shape_every_dense: int = 0  # surface stage: 0 = shape held
@@ -151,9 +152,12 @@ class BodyFitter:
             stages = {"plain": steps}
         else:
             prob.init_closed_form()
-            n1 = prob.run_lbfgs(s.skeleton_steps, dense=False, cancel=cancel)
-            n2 = prob.run_lbfgs(s.surface_steps, dense=True, rounds=s.surface_rounds, cancel=cancel)
-            # The body's girth (weight, muscle) only the surface tells: a round on the shape and
+            # Pose and placement first with the average shape (cheap evaluations), then all.
+            n1 = prob.run_lbfgs(s.skeleton_steps, dense=False, shape=False, cancel=cancel)
+            n1 += prob.run_lbfgs(s.skeleton_shape_steps, dense=False, cancel=cancel)
+            n2 = prob.run_lbfgs(s.surface_steps, dense=True, rounds=s.surface_rounds, shape=False,
+                                cancel=cancel)
+            # The body's size and girth only the surface tells well: a round on the shape and
             # placement alone, where those small gradients are not drowned by the pose's.
             n3 = prob.run_lbfgs(s.surface_steps, dense=True, cancel=cancel,
                                 only=[prob.shape_logit, prob.root_t, prob.root_rot])
@@ -469,15 +473,17 @@ class _Problem:
             sched.step()
 
     def run_lbfgs(self, iterations: int, dense: bool, rounds: int = 1, cancel=None,
-                  only=None) -> int:
-        """Quasi-Newton on every variable at once (shape included), or on ``only``; surface
+                  only=None, shape: bool = True) -> int:
+        """Quasi-Newton on every variable at once, or on ``only``; with ``shape=False`` the shape
+        is held (its rest body computed once: a third of an evaluation's cost). Surface
         correspondences are held within a round and refreshed between rounds. Returns the
         number of evaluations."""
-        params = only or [p for g in self._params(dense) for p in g["params"]]
+        params = only or [p for g in self._params(dense) for p in g["params"]
+                          if shape or p is not self.shape_logit]
         evaluations = 0
         for _ in range(rounds):
             self._nn = None
-            self._step = 1  # keep the correspondences of the round's first evaluation
+            self._rest = {}
             opt = torch.optim.LBFGS(params, lr=1.0, max_iter=iterations, history_size=20,
                                     line_search_fn="strong_wolfe", tolerance_grad=1e-6,
                                     tolerance_change=1e-9)
@@ -488,8 +494,9 @@ class _Problem:
                     cancel.check()
                 evaluations += 1
                 opt.zero_grad(set_to_none=True)
-                self._rest = {}
-                loss = self.loss(dense, with_shape=True)
+                if shape:
+                    self._rest = {}
+                loss = self.loss(dense, with_shape=shape)
                 loss.backward()
                 return loss
 
@@ -497,7 +504,7 @@ class _Problem:
                 self._step = 0
                 with torch.no_grad():
                     self.loss(dense, with_shape=False)  # pick the round's correspondences
-                self._step = 1
+            self._step = 1
             opt.step(closure)
         return evaluations
 

@@ -97,6 +97,8 @@ def write_weights(mesh_obj: bpy.types.Object, bone_names: list[str], weights, ve
     q = np.rint(np.clip(value, 0.0, 1.0) * WEIGHT_STEPS).astype(np.int64)
     keep = q > 0
     vert, bone, q = vert[keep], bone[keep], q[keep]
+    if not len(vert):
+        return  # nothing to write (e.g. bones whose part is out of the photo)
     # Sort by (bone, weight) once, then one add() per run of equal (bone, weight).
     order = np.lexsort((q, bone))
     vert, bone, q = vert[order], bone[order], q[order]

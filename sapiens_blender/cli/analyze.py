@@ -44,6 +44,9 @@ def register(subparsers) -> None:
     p.add_argument("--token", help="the server's token (default: $SAPIENS_TOKEN)")
     p.add_argument("--python", metavar="EXE", help="Python interpreter for a started server (default: this one)")
     p.add_argument("--no-previews", action="store_true", help="write only the .npz files")
+    p.add_argument("--fit", action="store_true",
+                   help="also fit the parametric body to every person and keep it in the .npz "
+                        "(a later `build --body` then needs no server)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("--parallel", type=int, default=4, metavar="N",
                    help="photos in flight at once (default 4): the server batches queued photos of "
@@ -126,7 +129,7 @@ def _server_env(args) -> dict[str, str]:
 
 
 def run(args) -> int:
-    from ..core.analysis import analyze_photo
+    from ..core.analysis import analyze_photo, attach_fit, body_template, fit_body
     from ..core.errors import SapiensServerError
     from ..core.maps import MapsError
 
@@ -173,11 +176,20 @@ def run(args) -> int:
             bar.update("server", None, "starting the inference server")
             server = ServerProcess(python=args.python, env=_server_env(args))
             client = server.ensure_running()
+        template: dict = {}  # the body template, fetched once per run
+        template_lock = threading.Lock()
+
         def analyze_one(i: int, photo: Path):
             start = time.perf_counter()
             try:
                 maps = analyze_photo(client, photo, args.model, tasks=tasks, max_side=args.max_side,
                                      flip_test=args.flip_test, progress=bar.for_photo(i, photo.name))
+                if getattr(args, "fit", False) and maps.person_ids:
+                    fit = fit_body(client, maps, progress=bar.for_photo(i, photo.name))
+                    with template_lock:
+                        if not template:
+                            template.update(body_template(client))
+                    attach_fit(maps, fit, template)
                 written = write_outputs(maps, out_dir, photo.stem, previews=not args.no_previews)
             except (SapiensServerError, MapsError, OSError, ValueError) as exc:
                 return i, photo, exc, None, [], time.perf_counter() - start

@@ -12,6 +12,8 @@ Design (why):
   Temporary files of a killed run are removed at the next start.
 - Photos go through one shared inference server: ``--server URL`` or one local server started
   here for the whole batch; workers only receive its address and token.
+- ``--engine ray`` runs the same jobs on a Ray cluster (core/engines/ray_engine.py): planning,
+  skipping and the per-job build code (core/engines/build_job.py) are shared with this engine.
 """
 
 from __future__ import annotations
@@ -25,10 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
+<<<<<<< HEAD
 from .build import add_geometry_arguments, check_geometry_args, option_values
+=======
+from ..core.engines.plan import FORMATS, is_photo, plan_batch
+from .build import add_geometry_arguments, option_values
+>>>>>>> main
 
-PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
-FORMATS = ("glb", "blend", "fbx", "gltf")
+ENGINES = ("local", "ray")
 
 
 def register(subparsers) -> None:
@@ -46,13 +52,22 @@ def register(subparsers) -> None:
     p.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
     p.add_argument("--token", help="the server's token (with --server)")
     p.add_argument("--force", action="store_true", help="rebuild inputs whose outputs already exist")
+    p.add_argument("--backend-module", action="append", default=[], metavar="MODULE",
+                   help="import MODULE to register extra inference backends (repeatable)")
+    cluster = p.add_argument_group("cluster (docs/scaling.md)")
+    cluster.add_argument("--engine", choices=ENGINES, default="local",
+                         help="local: builder processes on this machine (default); ray: a Ray cluster")
+    cluster.add_argument("--address", metavar="ADDR",
+                         help="the Ray cluster to use (auto on a cluster node, or HEAD:6379); default: a local "
+                              "cluster on this machine's cores, started for the run and shut down after")
+    cluster.add_argument("--batch-size", type=int, default=4,
+                         help="photos per analysis call on an inference actor (ray, default 4)")
+    cluster.add_argument("--local-cpus", type=int, metavar="N",
+                         help="cores of the local cluster started without --address (default: all)")
+    cluster.add_argument("--local-object-store-mb", type=int, metavar="MB",
+                         help="object store of that local cluster (default: Ray's, 30%% of memory)")
     add_geometry_arguments(p)
     p.set_defaults(func=run)
-
-
-def find_inputs(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir()
-                  if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in PHOTO_SUFFIXES + (".npz",))
 
 
 def run(args) -> int:
@@ -61,6 +76,7 @@ def run(args) -> int:
     src, out = Path(args.input_dir), Path(args.out)
     formats = [f.strip().lower().lstrip(".") for f in args.format.split(",") if f.strip()]
     bad = [f for f in formats if f not in FORMATS]
+<<<<<<< HEAD
     problem = check_geometry_args(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -70,6 +86,11 @@ def run(args) -> int:
                            f"unknown format {bad[0]!r}: use {', '.join(FORMATS)}" if bad else
                            "--jobs must be at least 1" if args.jobs < 1 else "no format given"),
               file=sys.stderr)
+=======
+    problem = _usage_problem(args, src, formats, bad)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+>>>>>>> main
         return 2
     try:
         check_writable([out / f"probe.{formats[0]}"])
@@ -80,28 +101,27 @@ def run(args) -> int:
     if stale:
         print(f"removed {len(stale)} temporary file(s) of an interrupted run", file=sys.stderr)
 
-    jobs, skipped, failures, seen = [], 0, {}, {}
-    for path in find_inputs(src):
-        if path.stem in seen:
-            failures[path.name] = f"same name as {seen[path.stem].name}: outputs would collide"
-            continue
-        seen[path.stem] = path
-        outputs = [str(out / f"{path.stem}.{f}") for f in formats]
-        if not args.force and all(Path(o).exists() for o in outputs):
-            skipped += 1
-            continue
-        jobs.append({"input": str(path), "outputs": outputs, "name": path.stem,
-                     "options": option_values(args, outputs)})
-    total = len(jobs) + skipped + len(failures)
-    progress = Progress(total, skipped, len(failures))
+    plan = plan_batch(src, out, formats, args.force, lambda outputs: option_values(args, outputs))
+    jobs, failures = plan.jobs, plan.failures
+    progress = Progress(plan.total, plan.skipped, len(failures))
+    if args.engine == "ray":
+        return _finish(_run_on_ray(args, jobs, progress, failures), progress, failures, out)
     server = None
     restore = _sigterm_interrupts()
     try:
+<<<<<<< HEAD
         if any(needs_server(Path(j["input"]), bool(args.body)) for j in jobs):
             server, problem = _server(args)
             for j in jobs:
                 j.update(model=args.model, server=server and server["url"], token=server and server["token"])
                 if problem and needs_server(Path(j["input"]), bool(args.body)):
+=======
+        if any(is_photo(j) for j in jobs):
+            server, problem = _server(args)
+            for j in jobs:
+                j.update(model=args.model, server=server and server["url"], token=server and server["token"])
+                if problem and is_photo(j):
+>>>>>>> main
                     j["error"] = problem
         for job in [j for j in jobs if "error" in j]:
             failures[Path(job["input"]).name] = job["error"]
@@ -111,7 +131,49 @@ def run(args) -> int:
         restore()
         if server and server.get("process"):
             server["process"].stop()
+    return _finish(None, progress, failures, out)
+
+
+def _usage_problem(args, src: Path, formats: list[str], bad: list[str]) -> str | None:
+    if not src.is_dir():
+        return f"no such folder: {src}"
+    if bad:
+        return f"unknown format {bad[0]!r}: use {', '.join(FORMATS)}"
+    if not formats:
+        return "no format given"
+    if args.jobs < 1 or args.batch_size < 1:
+        return "--jobs and --batch-size must be at least 1"
+    if args.engine != "ray" and (args.address or args.local_cpus or args.local_object_store_mb):
+        return "--address and --local-* need --engine ray"
+    if args.address and (args.local_cpus or args.local_object_store_mb):
+        return "--local-* apply to the local cluster started without --address"
+    if (args.local_cpus is not None and args.local_cpus < 1) or (
+            args.local_object_store_mb is not None and args.local_object_store_mb < 100):
+        return "--local-cpus must be at least 1 and --local-object-store-mb at least 100"
+    if args.engine == "ray" and (args.server or args.token):
+        return "--server/--token do not apply to --engine ray: the cluster's own actors run the model"
+    return None
+
+
+def _run_on_ray(args, jobs, progress, failures) -> str | None:
+    """The jobs on Ray; a reason when the cluster could not run them at all."""
+    from ..core.engines.ray_engine import RayEngineError, RayOptions, run_on_ray
+
+    options = RayOptions(address=args.address, model=args.model or "auto",
+                         backend_modules=tuple(args.backend_module), batch_size=args.batch_size,
+                         local_cpus=args.local_cpus, local_object_store_mb=args.local_object_store_mb)
+    try:
+        run_on_ray(jobs, progress, failures, options)
+    except RayEngineError as exc:
+        return str(exc)
+    return None
+
+
+def _finish(fatal: str | None, progress, failures: dict, out: Path) -> int:
     progress.close()
+    if fatal:
+        print(f"error: {fatal}", file=sys.stderr)
+        return 1
     for name, reason in sorted(failures.items()):
         print(f"failed: {name}: {reason}", file=sys.stderr)
     print(f"done: {progress.ok} built, {progress.skipped} already done, {len(failures)} failed "
@@ -157,7 +219,7 @@ def _server(args):
     from ..core.errors import SapiensServerError
     from ..core.server_process import ServerProcess
 
-    process = ServerProcess()
+    process = ServerProcess(extra_args=[a for m in args.backend_module for a in ("--backend-module", m)])
     try:
         client = process.ensure_running()
     except SapiensServerError as exc:

@@ -12,8 +12,6 @@ import os
 import sys
 import threading
 import time
-import traceback
-from pathlib import Path
 
 
 PARENT_ENV = "SAPIENS_BATCH_PID"
@@ -53,28 +51,12 @@ def main() -> None:
 
     import_bpy()  # once per process (the expensive import), sized for deterministic exports
 
-    from .. import api
-    from ..blender.pipeline import BuildOptions
+    from ..core.engines.build_job import build_job
 
     for line in sys.stdin:
         if not line.strip():
             continue
-        job = json.loads(line)
-        start = time.perf_counter()
-        try:
-            api.new_scene()  # same names and outputs whatever this process built before
-            options = BuildOptions(name=job["name"], **job["options"])
-            source = Path(job["input"])
-            if source.suffix.lower() == ".npz":
-                result = api.build_from_maps(source, options, server=job.get("server"), token=job.get("token"))
-            else:
-                result = api.build_from_photo(source, model=job.get("model") or api.DEFAULT_MODEL,
-                                              server=job["server"], token=job.get("token"), options=options)
-            api.export_all(job["outputs"], result)  # all formats or none
-            reply = {"ok": True, "summary": result.summary(), "seconds": time.perf_counter() - start}
-        except Exception as exc:  # one bad input must not end the batch: report it and go on
-            traceback.print_exc()
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        reply = build_job(json.loads(line))
         replies.write(json.dumps(reply) + "\n")
 
 

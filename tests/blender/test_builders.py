@@ -137,6 +137,22 @@ def test_skinning_covers_every_vertex_and_fallback_fills_gaps(scene, maps):
     assert all(group.weight(int(i)) == 1.0 for i in legs[:20])
 
 
+def test_bones_with_no_weight_anywhere_are_written_as_nothing(scene, maps):
+    """A half-body photo under a full rig (the animation's): the legs' bones weigh nothing on any
+    vertex, so a whole batch of bones may have no weight to write."""
+    surface = grid_surface(maps)
+    coll = context.new_collection("test")
+    obj = mesh.build_mesh_object(surface, "body", coll)
+    skel = chain_skeleton()
+    names = list(skel.names)
+    dense = np.zeros((len(surface.vertices), len(names)), np.float32)
+    dense[:, 0] = 1.0  # everything on the first bone: the other batches (one bone each) weigh nothing
+    skinning.write_weights(obj, names, np.zeros_like(dense))
+    assert len(obj.vertex_groups) == 0
+    assert list(skinning.replace_weights_steps(obj, names, dense, bones_per_step=1)) == ["1/3", "2/3", "3/3"]
+    np.testing.assert_array_equal(skinning.read_weights(obj, names), dense)
+
+
 def test_builders_leave_user_data_alone(scene, maps):
     # The user's things, with the names our builders would like to use.
     user_mat = bpy.data.materials.new("Torso")
