@@ -27,12 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-<<<<<<< HEAD
-from .build import add_geometry_arguments, check_geometry_args, option_values
-=======
 from ..core.engines.plan import FORMATS, is_photo, plan_batch
-from .build import add_geometry_arguments, option_values
->>>>>>> main
+from .build import add_geometry_arguments, check_geometry_args, option_values
 
 ENGINES = ("local", "ray")
 
@@ -76,21 +72,9 @@ def run(args) -> int:
     src, out = Path(args.input_dir), Path(args.out)
     formats = [f.strip().lower().lstrip(".") for f in args.format.split(",") if f.strip()]
     bad = [f for f in formats if f not in FORMATS]
-<<<<<<< HEAD
-    problem = check_geometry_args(args)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
-    if not src.is_dir() or bad or not formats or args.jobs < 1:
-        print("error: " + (f"no such folder: {src}" if not src.is_dir() else
-                           f"unknown format {bad[0]!r}: use {', '.join(FORMATS)}" if bad else
-                           "--jobs must be at least 1" if args.jobs < 1 else "no format given"),
-              file=sys.stderr)
-=======
     problem = _usage_problem(args, src, formats, bad)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
->>>>>>> main
         return 2
     try:
         check_writable([out / f"probe.{formats[0]}"])
@@ -109,19 +93,11 @@ def run(args) -> int:
     server = None
     restore = _sigterm_interrupts()
     try:
-<<<<<<< HEAD
         if any(needs_server(Path(j["input"]), bool(args.body)) for j in jobs):
             server, problem = _server(args)
             for j in jobs:
                 j.update(model=args.model, server=server and server["url"], token=server and server["token"])
                 if problem and needs_server(Path(j["input"]), bool(args.body)):
-=======
-        if any(is_photo(j) for j in jobs):
-            server, problem = _server(args)
-            for j in jobs:
-                j.update(model=args.model, server=server and server["url"], token=server and server["token"])
-                if problem and is_photo(j):
->>>>>>> main
                     j["error"] = problem
         for job in [j for j in jobs if "error" in j]:
             failures[Path(job["input"]).name] = job["error"]
@@ -135,6 +111,9 @@ def run(args) -> int:
 
 
 def _usage_problem(args, src: Path, formats: list[str], bad: list[str]) -> str | None:
+    geometry = check_geometry_args(args)
+    if geometry:
+        return geometry
     if not src.is_dir():
         return f"no such folder: {src}"
     if bad:
@@ -183,7 +162,7 @@ def _finish(fatal: str | None, progress, failures: dict, out: Path) -> int:
 
 def needs_server(path: Path, body: bool) -> bool:
     """Photos are analysed by the server; maps only when a body is asked for and they hold no fit."""
-    if path.suffix.lower() != ".npz":
+    if is_photo({"input": str(path)}):
         return True
     if not body:
         return False
