@@ -277,6 +277,26 @@ class BodyModel:
         reg = torch.einsum("js,psd->pjd", self._reg_weights, skinned)
         return Skeleton(self._joints(reg, rs.heads, rs.tails, transforms), poses, rs.poses, transforms)
 
+    @functools.cached_property
+    def _w_dense(self) -> torch.Tensor:
+        m = self.anny
+        dense = torch.zeros((len(m.template_vertices), len(self.bone_names)), dtype=self.dtype)
+        dense.scatter_add_(1, m.vertex_bone_indices.long(), m.vertex_bone_weights.to(self.dtype))
+        return dense.to(self.device)
+
+    def sampled(self, rest: "RestState", rotvecs: torch.Tensor, index: torch.Tensor):
+        """(joints [P,J,3], the posed vertices ``index`` [P,S,3]) without skinning the rest of
+        the mesh: the surface terms read a fixed subsample, so only it is skinned."""
+        transforms, _poses = self.pose_bones(rest.poses, rotvecs)
+        blend = lambda w: torch.einsum("sb,pbij->psij", w, transforms[..., :3, :])  # noqa: E731
+        tb = blend(self._w_sub)
+        skinned = (tb[..., :3] @ rest.subset[..., None])[..., 0] + tb[..., 3]
+        joints = self._joints(torch.einsum("js,psd->pjd", self._reg_weights, skinned), rest.heads,
+                              rest.tails, transforms)
+        vb = blend(self._w_dense[index])
+        verts = (vb[..., :3] @ rest.vertices[:, index, :, None])[..., 0] + vb[..., 3]
+        return joints, verts
+
     def full(self, phenotypes, rotvecs: torch.Tensor) -> dict:
         """The whole body: vertices, rest vertices, bones, joints (model frame).
         ``phenotypes`` [P,6], or a RestState made ``with_vertices`` to reuse."""

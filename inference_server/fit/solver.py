@@ -57,10 +57,12 @@ _BONE_EVIDENCE = {
 
 @dataclass
 class FitSettings:
-    skeleton_steps: int = 30  # L-BFGS iterations, shape held
-    skeleton_shape_steps: int = 15  # L-BFGS iterations, shape free
-    surface_steps: int = 8  # L-BFGS iterations per round
-    surface_rounds: int = 3
+    # Holding the shape while the pose settles looked cheaper but got stuck (worse joints and
+    # height on the ground truth): the skeleton stage runs with everything free.
+    skeleton_steps: int = 0  # L-BFGS iterations, shape held
+    skeleton_shape_steps: int = 40  # L-BFGS iterations, shape free
+    surface_steps: int = 10  # L-BFGS iterations per round
+    surface_rounds: int = 4
     refresh_every: int = 5
     shape_every: int = 4  # skeleton stage: a shape step every N steps (pose-only steps between)
     shape_every_dense: int = 0  # surface stage: 0 = shape held
@@ -211,6 +213,7 @@ class _Problem:
         self._nn = None
         self._step = 0
         self._rest: dict = {}
+        self._normals = None
         # Pose prior per free bone: light where keypoints see the bone, heavy where none does.
         seen = {n for n, wj in zip(JOINT_NAMES, obs.weights) if wj > 0}
         prior = []
@@ -372,13 +375,18 @@ class _Problem:
         loss = loss + 50.0 * torch.relu(age - 0.55) ** 2
         return loss
 
-    def surface_terms(self, verts_cam: torch.Tensor) -> torch.Tensor:
+    def surface_terms(self, sample: torch.Tensor) -> torch.Tensor:
+        """``sample``: the posed subsample of the mesh (camera frame). Its normals (which side is
+        outside, which points face the camera) are taken once per round, from the whole mesh."""
         obs = self.obs
-        sample = verts_cam[self.f._sample]
-        with torch.no_grad():
-            normals = _vertex_normals(verts_cam, self.f._faces)[self.f._sample]
+        if self._normals is None:
+            with torch.no_grad():
+                out = self.f.body.full(self.rest(True, False), self.rotvecs())
+                verts = self.to_camera(out["vertices"][0])
+                self._normals = _vertex_normals(verts, self.f._faces)[self.f._sample]
+        normals = self._normals
         loss = torch.zeros((), dtype=self.dt)
-        facing = (normals * sample).sum(-1) < 0  # towards the camera
+        facing = (normals * sample.detach()).sum(-1) < 0  # towards the camera
         if obs.has_depth and len(self.points):
             pts = self.points
             if not obs.metric:
@@ -445,13 +453,18 @@ class _Problem:
 
     def loss(self, dense: bool, with_shape: bool = True) -> torch.Tensor:
         rs, rot = self.rest(dense, with_shape), self.rotvecs()
-        if dense:
+        if dense and self.f.settings.plain:  # the baseline: the whole mesh, every step
             out = self.f.body.full(rs, rot)
-            joints = out["joints"][0]
             verts = self.to_camera(out["vertices"][0])
+            with torch.no_grad():
+                self._normals = _vertex_normals(verts, self.f._faces)[self.f._sample]
+            return self.keypoint_terms(out["joints"][0], self.wt["lift_dense"]) + self.prior_terms() + \
+                self.surface_terms(verts[self.f._sample])
+        if dense:
+            joints, sample = self.f.body.sampled(rs, rot, self.f._sample)
             # The dense surface knows the depth better than the joint radii do.
-            return self.keypoint_terms(joints, self.wt["lift_dense"]) + self.prior_terms() + \
-                self.surface_terms(verts)
+            return self.keypoint_terms(joints[0], self.wt["lift_dense"]) + self.prior_terms() + \
+                self.surface_terms(self.to_camera(sample[0]))
         joints = self.f.body.skeleton(rs, rot).joints[0]
         return self.keypoint_terms(joints) + self.prior_terms()
 
@@ -483,6 +496,7 @@ class _Problem:
         evaluations = 0
         for _ in range(rounds):
             self._nn = None
+            self._normals = None
             self._rest = {}
             opt = torch.optim.LBFGS(params, lr=1.0, max_iter=iterations, history_size=20,
                                     line_search_fn="strong_wolfe", tolerance_grad=1e-6,
@@ -517,6 +531,8 @@ class _Problem:
             self._step = i
             opt.zero_grad(set_to_none=True)
             self._rest = {}
+            if i % self.f.settings.refresh_every == 0:
+                self._normals = None
             self.loss(True).backward()
             opt.step()
             if target_px is not None and i % 5 == 4 and self.joint_error_px() <= target_px:

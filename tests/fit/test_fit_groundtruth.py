@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The body fit against ray-cast anny bodies whose answer is known (tests/fit/gt_cases.py).
+
+The thresholds are what the fit reaches today with a margin; where that is short of the issue's
+targets, docs/body_fit.md says so with the measured figures (benchmarks/bench_fit.py --quality).
+Distances are to the fitted *surface* (not its vertices) and include the side the camera
+does not see.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import gt_cases
+
+pytestmark = [pytest.mark.slow, pytest.mark.groundtruth]
+
+# case: (hidden cm, Chamfer %, joints mean cm, joints max cm, |height error| cm)
+LIMITS = {
+    "clean": (1.0, 0.6, 2.0, 4.0, 4.0),
+    "turned_stepping_heavy": (1.5, 0.6, 2.0, 4.0, 7.0),
+    "across_slim": (1.2, 1.0, 2.5, 8.5, 2.0),
+    "child": (1.0, 0.7, 2.0, 4.0, 2.0),
+    "dressed": (1.5, 0.8, 2.5, 4.0, 5.0),
+    "noisy": (1.5, 0.8, 3.0, 10.0, 6.0),
+    "two_people": (1.0, 1.0, 2.5, 6.0, 4.5),
+}
+
+
+@pytest.fixture(scope="module")
+def results(body):
+    out = {}
+    for name in gt_cases.CASES:
+        fit, maps, bodies, seconds = gt_cases.fit_case(body, name)
+        out[name] = (fit, maps, bodies, gt_cases.score_case(body, fit, bodies, name))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(LIMITS))
+def test_metric_cases_recover_the_whole_body(results, name):
+    hidden, chamfer, jmean, jmax, height = LIMITS[name]
+    fit, _maps, bodies, rows = results[name]
+    assert len(rows) == len(bodies) and fit["person_ids"].tolist() == list(range(1, len(bodies) + 1))
+    for r in rows:
+        assert r["hidden_cm"] <= hidden, r
+        assert r["chamfer_pct"] <= chamfer, r
+        assert r["joint_mean_cm"] <= jmean and r["joint_max_cm"] <= jmax, r
+        assert abs(r["height_err_cm"]) <= height, r
+        assert r["rest_asym_cm"] <= 1.0, r  # the rest pose is mirror-symmetric
+    for report in fit["reports"]:
+        rep = json.loads(str(report))
+        assert rep["depth"] == "metric" and rep["reprojection_px"] < 4.5
+
+
+def test_a_missing_wrist_is_estimated_and_flagged(results):
+    from inference_server.fit.correspondences import JOINT_NAMES
+
+    fit, _maps, _bodies, rows = results["missing_wrist"]
+    estimated = dict(zip(JOINT_NAMES, fit["joints_estimated"][0]))
+    assert estimated["left_wrist"] and not estimated["right_wrist"]
+    assert rows[0]["hidden_cm"] <= 1.0
+
+
+def test_a_half_body_portrait_gets_neutral_standing_legs(results, body):
+    fit, maps, _bodies, rows = results["half_body"]
+    assert rows[0]["hidden_cm"] <= 1.0 and rows[0]["joint_mean_cm"] <= 2.0  # the upper body
+    # The legs the photo does not show stand straight under the hips (rest pose), not noise.
+    m = fit["bone_matrices"][0]
+    rest = fit["rest_bone_matrices"][0]
+    for bone in ("upperleg01.L", "upperleg01.R", "lowerleg01.L", "lowerleg01.R"):
+        b = body.bone_index[bone]
+        p = body.parents[b]
+        local = np.linalg.inv(np.linalg.inv(rest[p]) @ rest[b]) @ np.linalg.inv(m[p]) @ m[b]
+        angle = np.degrees(np.arccos(np.clip((np.trace(local[:3, :3]) - 1) / 2, -1, 1)))
+        assert angle < 8.0, (bone, angle)
+    estimated = dict(zip([str(n) for n in body.template()["joint_names"]], fit["joints_estimated"][0]))
+    assert estimated["left_ankle"] and estimated["right_knee"]
+
+
+@pytest.mark.parametrize("name,hidden,jmean", [("relative_depth", 3.5, 6.0), ("no_depth", 3.5, 7.5)])
+def test_without_metric_depth_the_body_is_still_placed(results, name, hidden, jmean):
+    fit, _maps, _bodies, rows = results[name]
+    rep = json.loads(str(fit["reports"][0]))
+    assert rep["depth"].startswith("relative" if name == "relative_depth" else "none")
+    if name == "relative_depth":  # the maps' depth was 0.37 x the truth: the fit solves 1/0.37
+        assert rep["depth_scale"] == pytest.approx(1 / 0.37, rel=0.1)
+    assert rows[0]["hidden_cm"] <= hidden and rows[0]["joint_mean_cm"] <= jmean, rows[0]
+
+
+def test_the_same_input_gives_the_same_output(body, results):
+    first = results["clean"][0]
+    again, *_ = gt_cases.fit_case(body, "clean")
+    for key in ("vertices", "bone_matrices", "phenotypes", "placement"):
+        assert np.array_equal(first[key], again[key]), key
