@@ -129,7 +129,8 @@ def _server_env(args) -> dict[str, str]:
 
 
 def run(args) -> int:
-    from ..core.analysis import analyze_photo, attach_fit, body_template, fit_body
+    from ..core.analysis import analyze_photo
+    from ..core.body import fit_maps
     from ..core.errors import SapiensServerError
     from ..core.maps import MapsError
 
@@ -176,7 +177,6 @@ def run(args) -> int:
             bar.update("server", None, "starting the inference server")
             server = ServerProcess(python=args.python, env=_server_env(args))
             client = server.ensure_running()
-        template: dict = {}  # the body template, fetched once per run
         template_lock = threading.Lock()
 
         def analyze_one(i: int, photo: Path):
@@ -185,11 +185,10 @@ def run(args) -> int:
                 maps = analyze_photo(client, photo, args.model, tasks=tasks, max_side=args.max_side,
                                      flip_test=args.flip_test, progress=bar.for_photo(i, photo.name))
                 if getattr(args, "fit", False) and maps.person_ids:
-                    fit = fit_body(client, maps, progress=bar.for_photo(i, photo.name))
-                    with template_lock:
-                        if not template:
-                            template.update(body_template(client))
-                    attach_fit(maps, fit, template)
+                    with template_lock:  # the first fit fetches and caches the template once
+                        maps, notes = fit_maps(client, maps, progress=bar.for_photo(i, photo.name))
+                    for note in notes:
+                        print(f"note: {photo}: {note}", file=sys.stderr)
                 written = write_outputs(maps, out_dir, photo.stem, previews=not args.no_previews)
             except (SapiensServerError, MapsError, OSError, ValueError) as exc:
                 return i, photo, exc, None, [], time.perf_counter() - start

@@ -126,32 +126,6 @@ def body_template(client: V2Client, timeout: float | None = None) -> dict[str, n
     return _texts_to_str(outputs)
 
 
-FIT_PREFIX, TEMPLATE_PREFIX = "fit_", "body_"
-
-
-def attach_fit(maps: Maps, fit: dict, template: dict) -> Maps:
-    """Keep a fit (and the template it refers to) in ``maps.extras``, so the maps .npz holds
-    everything a later body build needs, without a server (docs/body_format.md)."""
-    for key in [k for k in maps.extras if k.startswith((FIT_PREFIX, TEMPLATE_PREFIX))]:
-        del maps.extras[key]
-    for key, value in fit.items():
-        maps.extras[FIT_PREFIX + key] = np.asarray(value)
-    for key, value in template.items():
-        name = key if key.startswith(TEMPLATE_PREFIX) else TEMPLATE_PREFIX + key
-        maps.extras[name] = np.asarray(value)
-    return maps
-
-
-def fit_in_maps(maps: Maps) -> tuple[dict, dict] | None:
-    """(fit arrays, template arrays) kept in ``maps`` by attach_fit, or None."""
-    fit = {k[len(FIT_PREFIX):]: v for k, v in maps.extras.items() if k.startswith(FIT_PREFIX)}
-    template = {k[len(TEMPLATE_PREFIX):]: v for k, v in maps.extras.items() if k.startswith(TEMPLATE_PREFIX)}
-    if not fit or not template:
-        return None
-    template["body_version"] = template.pop("version", template.get("body_version"))
-    return fit, template
-
-
 def _texts_to_str(outputs: dict) -> dict[str, np.ndarray]:
     out = {}
     for key, value in outputs.items():
