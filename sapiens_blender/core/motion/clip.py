@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..maps import Maps
+from .body_prior import BodyPriorOptions, apply_body_prior
 from .feet import PlantingOptions, plant_feet
 from .poses import PoseSource, ReliefJoints
 from .rig import PosedFrames, RestPose, pose_frames, rest_pose
@@ -26,6 +27,8 @@ STANDARD_TORSO_M = 0.5  # pelvis to neck of an adult: the unit the smoothing opt
 @dataclass(frozen=True)
 class AnimateOptions:
     smoothing: SmoothingOptions = SmoothingOptions()
+    # Bone lengths and a rigid torso, per frame before smoothing (None: joints as lifted).
+    body_prior: BodyPriorOptions | None = BodyPriorOptions()
     planting: PlantingOptions | None = PlantingOptions()  # None: feet are not planted
     min_track_frames: int = 5  # shorter tracks are dropped (spurious detections)
     max_missing: int = 15  # frames a person may vanish for (occlusion) and keep their track
@@ -135,6 +138,9 @@ class ClipAnimator:
             seen[f - first] = True
             payloads[f - first] = det.payload
         if self.options.smooth:
+            if self.options.body_prior is not None:
+                raw = apply_body_prior(raw, est, self.poses.joint_names, self.options.smoothing.lag,
+                                       self.options.body_prior, conf)
             joints = _smooth_along_rays(raw, est, conf, self.options.smoothing, tuple(self.poses.joint_names))
         else:
             joints = _hold_gaps(raw)
