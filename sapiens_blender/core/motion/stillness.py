@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Tying a still body's joints to one global motion.
+
+A pose backend's keypoints drift slowly as a person moves through the image (a shoulder may
+wander several pixels while the person stands still): a temporal filter alone cannot tell that
+from real motion. But the joints it measures well (here: those that jitter least) carry the
+person's global motion; a joint whose position *relative to that motion* barely varies over a
+window is, on the evidence, still on the body, and is set to the global motion plus its mean
+offset over the window. A joint that moves relative to the body (a raised arm) keeps its own
+smoothed track; between the two thresholds the result blends, so nothing switches abruptly.
+
+Units: the caller's (the smoother works in a body with a 0.5 m torso), so ``still`` is a
+distance on a standard body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .smoothing import SmoothingOptions, smooth
+
+
+@dataclass(frozen=True)
+class StillnessOptions:
+    still: float = 0.01  # std of a joint's offset below this (metres, standard body): still
+    moving: float = 0.035  # above this: its own track
+    window: int = 25  # frames of the offset statistics (up to the current frame plus the lag)
+    rounds: int = 4  # of reweighting the joints that carry the global motion
+
+
+def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: SmoothingOptions,
+                     options: StillnessOptions = StillnessOptions()) -> np.ndarray:
+    """``raw`` [T,J,3] measured (NaN = missing), ``smoothed`` [T,J,3] the per-joint smoothed
+    tracks -> ``smoothed`` with still joints following the global motion."""
+    t_len = len(smoothed)
+    ok = np.isfinite(raw).all(axis=(0, 2))
+    if t_len < 3 or ok.sum() < 3:
+        return smoothed
+    jitter = _jitter(raw)[ok]
+    spread = np.zeros_like(jitter)
+    for _ in range(options.rounds):  # a joint that wanders from the consensus counts less
+        weights = 1.0 / (np.maximum(jitter, 1e-4) ** 2 + spread ** 2)
+        weights /= weights.sum()
+        glob_raw = np.einsum("j,tjc->tc", weights, raw[:, ok])
+        spread = np.sqrt(_smooth_offsets(raw[:, ok] - glob_raw[:, None]).var(axis=0).sum(-1))
+    # The global motion is an average of many joints: it is smoothed as a measurement that
+    # much less noisy (so it follows fast motion with little lag).
+    glob_noise = smoothing.noise * float(np.sqrt((weights ** 2).sum()))
+    glob = smooth(glob_raw, options=replace(smoothing, noise=glob_noise))
+    offset = smoothed - glob[:, None]
+    raw_offset = raw - glob_raw[:, None]
+    lag = smoothing.lag
+    out = smoothed.copy()
+    for t in range(t_len):
+        if lag is None:  # a window centred on the frame
+            lo = max(0, min(t - options.window // 2, t_len - options.window))
+            hi = min(t_len, lo + options.window)
+        else:
+            hi = min(t_len, t + lag + 1)
+            lo = max(0, hi - options.window)
+        spread = np.sqrt((offset[lo:hi].var(axis=0)).sum(-1))  # [J]
+        tie = np.clip((options.moving - spread) / (options.moving - options.still), 0.0, 1.0)
+        tie[~ok] = 0.0
+        if not tie.any():
+            continue
+        tied = glob[t] + np.nan_to_num(np.nanmean(raw_offset[lo:hi], axis=0))
+        out[t] = tie[:, None] * tied + (1 - tie[:, None]) * smoothed[t]
+    return out
+
+
+def _smooth_offsets(offsets: np.ndarray, width: int = 5) -> np.ndarray:
+    """A moving average along time (the spread of an offset is its slow wander, not its jitter)."""
+    kernel = np.ones(width) / width
+    pad = np.pad(offsets, ((width // 2, width // 2), (0, 0), (0, 0)), mode="edge")
+    return np.apply_along_axis(lambda a: np.convolve(a, kernel, mode="valid"), 0, pad)
+
+
+def _jitter(raw: np.ndarray) -> np.ndarray:
+    """Per joint, a robust std of its frame-to-frame second difference (the measurement noise)."""
+    acc = np.linalg.norm(np.diff(raw, 2, axis=0), axis=-1)  # [T-2,J]
+    with np.errstate(invalid="ignore"):
+        med = np.array([np.median(a[np.isfinite(a)]) if np.isfinite(a).any() else np.inf for a in acc.T])
+    return med
