@@ -295,10 +295,13 @@ def test_still_joints_follow_the_global_motion_and_moving_ones_keep_their_track(
     truth[:, wrist, 1] += 0.3 * np.sin(np.linspace(0, 3 * np.pi, frames))  # the one joint that moves
     rng = np.random.default_rng(4)
     noisy = truth + rng.normal(0.0, 0.01, truth.shape)
-    for lag in (2, None):
+    gap = noisy.copy()
+    gap[20:23] = np.nan  # the person unseen for three frames
+    for lag, measured in itertools.product((2, None), (noisy, gap)):
         options = SmoothingOptions(lag=lag)
-        smoothed = smooth(noisy, options=options)
-        tied = tie_still_joints(noisy, smoothed, options)
+        smoothed = smooth(measured, options=options)
+        tied = tie_still_joints(measured, smoothed, options)
+        assert np.isfinite(tied).all()
         still = [j for j in range(len(MOTION_JOINTS)) if j != wrist]
         err = lambda j: np.linalg.norm(j[:, still] - truth[:, still], axis=-1).mean()  # noqa: E731
         assert err(tied) < 0.7 * err(smoothed), lag

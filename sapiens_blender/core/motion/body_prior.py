@@ -13,8 +13,8 @@ projections use that, frame by frame (no look-ahead beyond the smoother's own):
   by moving both of its ends along the bone (the less certain end more), a few rounds: the noise along the bone
   goes, and no end inherits another's error (as a chain built outwards from the root would).
 
-``window`` frames (up to the current frame plus ``lag``) give the medians: a long clip costs
-O(frames x window), and the shape adapts if a track's scale drifts.
+``window`` frames give the medians (up to the current frame plus ``lag``; offline, centred on
+the frame): a long clip costs O(frames x window), and the shape adapts if a track's scale drifts.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class BodyPriorOptions:
     torso_weight: float = 1.0  # 0 = torso points as measured, 1 = on the rigid fit
     limb_weight: float = 1.0  # 0 = bones as measured, 1 = at the median length
     rounds: int = 3
-    window: int = 150  # frames of the medians
+    window: int = 150  # frames of the medians (6 s at 25 fps)
 
 
 def apply_body_prior(joints: np.ndarray, estimated: np.ndarray, names, lag: int | None,
@@ -50,7 +50,6 @@ def apply_body_prior(joints: np.ndarray, estimated: np.ndarray, names, lag: int 
     names = list(names)
     measured = np.isfinite(out).all(-1) & ~np.asarray(estimated, bool)
     t_len = len(out)
-    horizon = t_len if lag is None else None
     if options.torso_weight > 0 and all(n in names for n in TORSO):
         idx = [names.index(n) for n in TORSO]
         shapes = _torso_shapes(out[:, idx], measured[:, idx])
@@ -58,8 +57,8 @@ def apply_body_prior(joints: np.ndarray, estimated: np.ndarray, names, lag: int 
             ok = measured[t, idx]
             if ok.sum() < 3:
                 continue
-            hi = t_len if horizon else min(t_len, t + lag + 1)
-            template = _median(shapes[max(0, hi - options.window):hi])
+            lo, hi = evidence_window(t, t_len, lag, options.window)
+            template = _median(shapes[lo:hi])
             use = ok & np.isfinite(template).all(-1)
             if use.sum() < 3:
                 continue
@@ -73,8 +72,8 @@ def apply_body_prior(joints: np.ndarray, estimated: np.ndarray, names, lag: int 
         both = measured[:, a] & measured[:, b]
         lengths = np.where(both, np.linalg.norm(out[:, b] - out[:, a], axis=-1), np.nan)
         for t in range(t_len):
-            hi = t_len if horizon else min(t_len, t + lag + 1)
-            target = _median(lengths[max(0, hi - options.window):hi])
+            lo, hi = evidence_window(t, t_len, lag, options.window)
+            target = _median(lengths[lo:hi])
             use = both[t] & np.isfinite(target)
             share_a = var[t, a] / (var[t, a] + var[t, b])  # of each correction, per end
             for _ in range(options.rounds):
@@ -84,6 +83,16 @@ def apply_body_prior(joints: np.ndarray, estimated: np.ndarray, names, lag: int 
                 np.add.at(out[t], a, (share_a * step)[:, None] * d)
                 np.add.at(out[t], b, -((1 - share_a) * step)[:, None] * d)
     return out
+
+
+def evidence_window(t: int, t_len: int, lag: int | None, width: int) -> tuple[int, int]:
+    """Frames [lo, hi) that frame ``t`` may use: ``width`` frames ending at t + lag, or offline
+    (``lag`` None) centred on t."""
+    if lag is None:
+        lo = max(0, min(t - width // 2, t_len - width))
+        return lo, min(t_len, lo + width)
+    hi = min(t_len, t + lag + 1)
+    return max(0, hi - width), hi
 
 
 def _torso_shapes(points: np.ndarray, ok: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .body_prior import evidence_window
 from .smoothing import SmoothingOptions, smooth
 
 
@@ -35,8 +36,11 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
     """``raw`` [T,J,3] measured (NaN = missing), ``smoothed`` [T,J,3] the per-joint smoothed
     tracks -> ``smoothed`` with still joints following the global motion."""
     t_len = len(smoothed)
-    ok = np.isfinite(raw).all(axis=(0, 2))
-    if t_len < 3 or ok.sum() < 3:
+    finite = np.isfinite(raw).all(axis=-1)
+    # The joints that carry the global motion: measured in most frames (a frame missing one of
+    # them has no global measurement; the smoother predicts through it).
+    ok = (finite.mean(axis=0) >= 0.8) & np.isfinite(smoothed).all(axis=(0, 2))
+    if t_len < 3 or ok.sum() < 3 or finite[:, ok].all(axis=1).sum() < 3:
         return smoothed
     jitter = _jitter(raw)[ok]
     spread = np.zeros_like(jitter)
@@ -44,7 +48,7 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
         weights = 1.0 / (np.maximum(jitter, 1e-4) ** 2 + spread ** 2)
         weights /= weights.sum()
         glob_raw = np.einsum("j,tjc->tc", weights, raw[:, ok])
-        spread = np.sqrt(_smooth_offsets(raw[:, ok] - glob_raw[:, None]).var(axis=0).sum(-1))
+        spread = np.sqrt(np.nanvar(_smooth_offsets(raw[:, ok] - glob_raw[:, None]), axis=0).sum(-1))
     # The global motion is an average of many joints: it is smoothed as a measurement that
     # much less noisy (so it follows fast motion with little lag).
     glob_noise = smoothing.noise * float(np.sqrt((weights ** 2).sum()))
@@ -54,18 +58,15 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
     lag = smoothing.lag
     out = smoothed.copy()
     for t in range(t_len):
-        if lag is None:  # a window centred on the frame
-            lo = max(0, min(t - options.window // 2, t_len - options.window))
-            hi = min(t_len, lo + options.window)
-        else:
-            hi = min(t_len, t + lag + 1)
-            lo = max(0, hi - options.window)
+        lo, hi = evidence_window(t, t_len, lag, options.window)
         spread = np.sqrt((offset[lo:hi].var(axis=0)).sum(-1))  # [J]
         tie = np.clip((options.moving - spread) / (options.moving - options.still), 0.0, 1.0)
-        tie[~ok] = 0.0
+        seen = finite[lo:hi]
+        tie[~ok | ~seen.any(axis=0)] = 0.0
         if not tie.any():
             continue
-        tied = glob[t] + np.nan_to_num(np.nanmean(raw_offset[lo:hi], axis=0))
+        mean_offset = np.where(seen[..., None], raw_offset[lo:hi], 0.0).sum(0) / np.maximum(seen.sum(0), 1)[:, None]
+        tied = glob[t] + mean_offset
         out[t] = tie[:, None] * tied + (1 - tie[:, None]) * smoothed[t]
     return out
 
