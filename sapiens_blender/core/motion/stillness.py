@@ -26,8 +26,8 @@ from .smoothing import SmoothingOptions, smooth
 @dataclass(frozen=True)
 class StillnessOptions:
     still: float = 0.01  # std of a joint's offset below this (metres, standard body): still
-    moving: float = 0.035  # above this: its own track
-    window: int = 25  # frames of the offset statistics (up to the current frame plus the lag)
+    moving: float = 0.04  # above this: its own track
+    window: int = 35  # frames of the offset statistics (up to the current frame plus the lag)
     rounds: int = 4  # of reweighting the joints that carry the global motion
 
 
@@ -59,10 +59,13 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
     out = smoothed.copy()
     for t in range(t_len):
         lo, hi = evidence_window(t, t_len, lag, options.window)
-        spread = np.sqrt((offset[lo:hi].var(axis=0)).sum(-1))  # [J]
+        # The wander of each joint's measured offset over the window (a 5-frame average, read
+        # only inside the window: nothing past t + lag).
+        spread = np.sqrt(np.nanvar(_smooth_offsets(raw_offset[lo:hi]), axis=0).sum(-1))  # [J]
         tie = np.clip((options.moving - spread) / (options.moving - options.still), 0.0, 1.0)
         seen = finite[lo:hi]
-        tie[~ok | ~seen.any(axis=0)] = 0.0
+        # Too short a record is no evidence of stillness (the first frames with a lag).
+        tie[~ok | (seen.sum(axis=0) < min(options.window, t_len) // 2)] = 0.0
         if not tie.any():
             continue
         mean_offset = np.where(seen[..., None], raw_offset[lo:hi], 0.0).sum(0) / np.maximum(seen.sum(0), 1)[:, None]
@@ -72,10 +75,17 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
 
 
 def _smooth_offsets(offsets: np.ndarray, width: int = 5) -> np.ndarray:
-    """A moving average along time (the spread of an offset is its slow wander, not its jitter)."""
-    kernel = np.ones(width) / width
-    pad = np.pad(offsets, ((width // 2, width // 2), (0, 0), (0, 0)), mode="edge")
-    return np.apply_along_axis(lambda a: np.convolve(a, kernel, mode="valid"), 0, pad)
+    """A moving average along time, NaN = missing (the spread of an offset is its slow wander,
+    not its jitter). Edges use the frames there are: nothing beyond the slice is read."""
+    seen = np.isfinite(offsets)
+    values = np.where(seen, offsets, 0.0)
+    total = np.concatenate([np.zeros((1,) + offsets.shape[1:]), np.cumsum(values, axis=0)])
+    count = np.concatenate([np.zeros((1,) + offsets.shape[1:]), np.cumsum(seen, axis=0)])
+    t = np.arange(len(offsets))
+    lo, hi = np.maximum(t - width // 2, 0), np.minimum(t + width // 2 + 1, len(offsets))
+    n = count[hi] - count[lo]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, (total[hi] - total[lo]) / n, np.nan)
 
 
 def _jitter(raw: np.ndarray) -> np.ndarray:
