@@ -3,10 +3,11 @@
 
 A pose backend's keypoints drift slowly as a person moves through the image (a shoulder may
 wander several pixels while the person stands still): a temporal filter alone cannot tell that
-from real motion. But the joints it measures well (here: those that jitter least) carry the
-person's global motion; a joint whose position *relative to that motion* barely varies over a
-window is, on the evidence, still on the body, and is set to the global motion plus its mean
-offset over the window. A joint that moves relative to the body (a raised arm) keeps its own
+from real motion. But the joints it measures well carry the person's global motion: a weighted
+mean of the joints, each weighted by 1 / (jitter² + wander²), where the wander (the slow spread
+of its offset from that mean) is found by a few rounds of reweighting. A joint whose offset
+from the global motion barely wanders over a window is, on the evidence, still on the body,
+and is set to the global motion plus its mean offset over the window. A joint that moves relative to the body (a raised arm) keeps its own
 smoothed track; between the two thresholds the result blends, so nothing switches abruptly.
 
 Units: the caller's (the smoother works in a body with a 0.5 m torso), so ``still`` is a
