@@ -11,7 +11,9 @@ and is set to the global motion plus its mean offset over the window. A joint th
 smoothed track; between the two thresholds the result blends, so nothing switches abruptly.
 
 Units: the caller's (the smoother works in a body with a 0.5 m torso), so ``still`` is a
-distance on a standard body.
+distance on a standard body. With a lag, each frame's stillness evidence ends at t + lag; the
+joints' weights in the global motion are, like the smoother's depth and torso scale, per-track
+statistics (a caller streaming live would take them from the frames so far).
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
     # much less noisy (so it follows fast motion with little lag).
     glob_noise = smoothing.noise * float(np.sqrt((weights ** 2).sum()))
     glob = smooth(glob_raw, options=replace(smoothing, noise=glob_noise))
-    offset = smoothed - glob[:, None]
     raw_offset = raw - glob_raw[:, None]
     lag = smoothing.lag
     out = smoothed.copy()
