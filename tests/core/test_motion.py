@@ -253,3 +253,56 @@ def test_clip_animator_and_the_joints_file(tmp_path):
     (tmp_path / "bad.json").write_text('{"fps": 0, "intrinsics": [1,1,1,1], "frames": []}')
     with pytest.raises(joints_file.AnimationJointsError, match="fps"):
         joints_file.read(tmp_path / "bad.json")
+
+
+def test_body_prior_restores_bone_lengths_and_weights_the_doubtful_end():
+    from sapiens_blender.core.motion.body_prior import LIMB_BONES, apply_body_prior
+
+    truth = moving_person(40)
+    rng = np.random.default_rng(3)
+    noisy = truth + rng.normal(0.0, 0.02, truth.shape)
+    est = np.zeros(truth.shape[:2], bool)
+    est[:, MOTION_JOINTS.index("head")] = True
+    out = apply_body_prior(noisy, est, MOTION_JOINTS, lag=2)
+    a, b = (np.array([MOTION_JOINTS.index(n) for n in names]) for names in zip(*LIMB_BONES))
+    spread = lambda j: np.linalg.norm(j[:, b] - j[:, a], axis=-1).std(axis=0).mean()  # noqa: E731
+    assert spread(out) < 0.3 * spread(noisy)
+    limbs = sorted(set(a) | set(b))
+    err = lambda j: np.linalg.norm(j[:, limbs] - truth[:, limbs], axis=-1).mean()  # noqa: E731
+    assert err(out) < 0.9 * err(noisy)
+    np.testing.assert_array_equal(out[:, MOTION_JOINTS.index("head")], noisy[:, MOTION_JOINTS.index("head")])
+    # One frame's forearm 6 cm too long at a doubtful wrist: the wrist takes most of the correction.
+    elbow, wrist = MOTION_JOINTS.index("left_elbow"), MOTION_JOINTS.index("left_wrist")
+    stretched = truth.copy()
+    d = truth[-1, wrist] - truth[-1, elbow]
+    stretched[-1, wrist] += 0.06 * d / np.linalg.norm(d)
+    conf = np.ones(truth.shape[:2])
+    conf[-1, wrist] = 0.2
+    fixed = apply_body_prior(stretched, np.zeros_like(est), MOTION_JOINTS, lag=None, confidence=conf)
+    moved_wrist = np.linalg.norm(fixed[-1, wrist] - stretched[-1, wrist])
+    moved_elbow = np.linalg.norm(fixed[-1, elbow] - stretched[-1, elbow])
+    assert moved_wrist > 5 * moved_elbow and moved_wrist > 0.04
+
+
+def test_still_joints_follow_the_global_motion_and_moving_ones_keep_their_track():
+    from sapiens_blender.core.motion.stillness import tie_still_joints
+
+    frames = 60
+    base = moving_person(1)[0]
+    pan = np.stack([0.4 * np.sin(np.linspace(0, 2 * np.pi, frames)), np.zeros(frames), np.zeros(frames)], -1)
+    truth = base[None] + pan[:, None]
+    wrist = MOTION_JOINTS.index("left_wrist")
+    truth[:, wrist, 1] += 0.3 * np.sin(np.linspace(0, 3 * np.pi, frames))  # the one joint that moves
+    rng = np.random.default_rng(4)
+    noisy = truth + rng.normal(0.0, 0.01, truth.shape)
+    gap = noisy.copy()
+    gap[20:23] = np.nan  # the person unseen for three frames
+    for lag, measured in itertools.product((2, None), (noisy, gap)):
+        options = SmoothingOptions(lag=lag)
+        smoothed = smooth(measured, options=options)
+        tied = tie_still_joints(measured, smoothed, options)
+        assert np.isfinite(tied).all()
+        still = [j for j in range(len(MOTION_JOINTS)) if j != wrist]
+        err = lambda j: np.linalg.norm(j[:, still] - truth[:, still], axis=-1).mean()  # noqa: E731
+        assert err(tied) < 0.7 * err(smoothed), lag
+        np.testing.assert_array_equal(tied[:, wrist], smoothed[:, wrist])

@@ -43,10 +43,13 @@ def test_smoothing_cuts_jitter_and_keeps_joints_accurate(clip):
         print(f"{label:16s} joints: MPJPE {joints['mpjpe_mm']:5.1f} mm, accel {joints['accel_mm']:6.1f} mm/frame^2 "
               f"({base / joints['accel_mm']:5.1f}x lower); rig: MPJPE {rig['mpjpe_mm']:5.1f} mm, "
               f"accel {rig['accel_mm']:6.1f}")
+    # Measured: lag 2 joints 19.5 mm, 12.2x; rig 24.6 mm, 10.9x. Offline joints 16.2 mm, 98x;
+    # rig 18.9 mm, 73x (docs/performance.md). Goals: >= 10x, <= 20 mm.
     offline, rig_offline = results["offline"]
     assert base / offline["accel_mm"] >= 10 and offline["mpjpe_mm"] <= 20
-    assert base / rig_offline["accel_mm"] >= 10 and rig_offline["mpjpe_mm"] <= 30
-    online = results["lag 2 (default)"][0]
-    assert base / online["accel_mm"] >= 7 and online["mpjpe_mm"] <= 25
+    assert base / rig_offline["accel_mm"] >= 10 and rig_offline["mpjpe_mm"] <= 20
+    online, rig_online = results["lag 2 (default)"]
+    assert base / online["accel_mm"] >= 10 and online["mpjpe_mm"] <= 20
+    assert base / rig_online["accel_mm"] >= 10 and rig_online["mpjpe_mm"] <= 26
     assert online["mpjpe_mm"] < results["per frame"][0]["mpjpe_mm"] / 2
     assert np.isfinite([v for r in results.values() for s in r for v in s.values()]).all()

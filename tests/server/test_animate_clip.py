@@ -43,10 +43,10 @@ def test_panned_astronaut_joints_follow_the_known_motion(server, clip):
             results[label], names = follow_error_px(animation, shifts)
     print({k: round(v, 2) for k, v in results.items()}, "px over", names)
     assert {"left_shoulder", "right_shoulder", "left_elbow", "right_elbow"} <= set(names)
-    # Measured: per frame 9.3 px, lag 2 4.3 px, offline 3.6 px. The goal is 3 px: what
-    # is left is the backend's slow keypoint drift as the photo moves (shoulders ~6 px), which
-    # no temporal filter can tell from motion (docs/performance.md).
-    assert results["lag 2"] <= 5.0 and results["offline"] <= 4.0
+    # Measured: per frame 9.3 px, lag 2 3.7 px, offline 2.95 px (goal 3 px: met offline). Still
+    # joints follow the body's global motion (stillness.py), which averages out most of the
+    # backend's slow keypoint drift; with 2 frames of look-ahead the window of evidence is one-sided.
+    assert results["lag 2"] <= 4.0 and results["offline"] <= 3.2
     assert results["lag 2"] < results["per frame"] / 2
 
 

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..maps import Maps
+from .body_prior import BodyPriorOptions, apply_body_prior
 from .feet import PlantingOptions, plant_feet
 from .poses import PoseSource, ReliefJoints
 from .rig import PosedFrames, RestPose, pose_frames, rest_pose
 from .smoothing import SmoothingOptions, smooth
+from .stillness import StillnessOptions, tie_still_joints
 from .tracking import Tracker
 
 STANDARD_TORSO_M = 0.5  # pelvis to neck of an adult: the unit the smoothing options assume
@@ -26,6 +28,9 @@ STANDARD_TORSO_M = 0.5  # pelvis to neck of an adult: the unit the smoothing opt
 @dataclass(frozen=True)
 class AnimateOptions:
     smoothing: SmoothingOptions = SmoothingOptions()
+    # Bone lengths and a rigid torso, per frame before smoothing (None: joints as lifted).
+    body_prior: BodyPriorOptions | None = BodyPriorOptions()
+    stillness: StillnessOptions | None = StillnessOptions()  # None: every joint its own track
     planting: PlantingOptions | None = PlantingOptions()  # None: feet are not planted
     min_track_frames: int = 5  # shorter tracks are dropped (spurious detections)
     max_missing: int = 15  # frames a person may vanish for (occlusion) and keep their track
@@ -135,7 +140,11 @@ class ClipAnimator:
             seen[f - first] = True
             payloads[f - first] = det.payload
         if self.options.smooth:
-            joints = _smooth_along_rays(raw, est, conf, self.options.smoothing, tuple(self.poses.joint_names))
+            if self.options.body_prior is not None:
+                raw = apply_body_prior(raw, est, self.poses.joint_names, self.options.smoothing.lag,
+                                       self.options.body_prior, conf)
+            joints = _smooth_along_rays(raw, est, conf, self.options.smoothing, tuple(self.poses.joint_names),
+                                        self.options.stillness)
         else:
             joints = _hold_gaps(raw)
         if not np.isfinite(joints).all():
@@ -156,7 +165,7 @@ class ClipAnimator:
 
 
 def _smooth_along_rays(raw: np.ndarray, est: np.ndarray, conf: np.ndarray, options: SmoothingOptions,
-                       names: tuple[str, ...]) -> np.ndarray:
+                       names: tuple[str, ...], stillness: StillnessOptions | None = None) -> np.ndarray:
     """Smooth where each joint is seen (x/z, y/z) and how far (z) separately, in the units of a
     body with a 0.5 m torso.
 
@@ -175,7 +184,10 @@ def _smooth_along_rays(raw: np.ndarray, est: np.ndarray, conf: np.ndarray, optio
         torso = np.nanmedian(np.linalg.norm(rays[:, names.index("neck")] - rays[:, names.index("pelvis")], axis=-1))
         if np.isfinite(torso) and torso > 1e-6:
             scale = STANDARD_TORSO_M / float(torso)
-    out = smooth(rays * scale, est, options, conf) / scale
+    out = smooth(rays * scale, est, options, conf)
+    if stillness is not None:
+        out = tie_still_joints(rays * scale, out, options, stillness)
+    out = out / scale
     depth = out[..., 2]
     return np.stack([out[..., 0] / z_ref * depth, out[..., 1] / z_ref * depth, depth], axis=-1)
 

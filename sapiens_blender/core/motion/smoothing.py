@@ -25,7 +25,7 @@ DEFAULT_LAG = 2
 @dataclass(frozen=True)
 class SmoothingOptions:
     lag: int | None = DEFAULT_LAG  # frames of look-ahead; None = the whole clip (offline)
-    noise: float = 0.02  # metres: per-frame measurement noise of a lifted joint
+    noise: float = 0.025  # metres: per-frame measurement noise of a lifted joint
     accel: float = 0.002  # metres / frame^2: how fast motion may change
     estimated_factor: float = 3.0
     # Depth (camera z, the last coordinate) is measured less precisely than the image position.

@@ -139,7 +139,9 @@ def probe(path):
 
 
 def frames(path, start, end, stride):
-    # (index, PNG bytes) of the selected frames; skipped frames are grabbed, not decoded.
+    # (index, BMP bytes) of the selected frames; skipped frames are grabbed, not decoded.
+    # BMP: lossless and ~100x faster to write and ~10x faster to read than PNG (~15 ms of CPU
+    # per 512-px frame saved); the bytes only cross a pipe or the loopback.
     cap = cv2.VideoCapture(path)
     try:
         if start > 0:  # seeking is inexact on some codecs: verify by position, else walk
@@ -157,10 +159,10 @@ def frames(path, start, end, stride):
             ok, bgr = cap.read()
             if not ok:
                 break
-            ok, png = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+            ok, bmp = cv2.imencode(".bmp", bgr)
             if not ok:
                 raise RuntimeError(f"cannot encode frame {index}")
-            yield index, png.tobytes()
+            yield index, bmp.tobytes()
             index += 1
     finally:
         cap.release()
@@ -178,7 +180,8 @@ if __name__ == "__main__":
 
 
 class VideoFile(FrameSource):
-    """A video file decoded by OpenCV frame by frame; frames travel PNG-encoded (lossless).
+    """A video file decoded by OpenCV frame by frame; frames travel as BMP (lossless, cheap to
+    write and read).
 
     ``decoder_python``: an interpreter with OpenCV to decode in a subprocess when this Python
     has none (inside Blender: the server's environment).

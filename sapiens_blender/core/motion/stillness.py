@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Tying a still body's joints to one global motion.
+
+A pose backend's keypoints drift slowly as a person moves through the image (a shoulder may
+wander several pixels while the person stands still): a temporal filter alone cannot tell that
+from real motion. But the joints it measures well carry the person's global motion: a weighted
+mean of the joints, each weighted by 1 / (jitter² + wander²), where the wander (the slow spread
+of its offset from that mean) is found by a few rounds of reweighting. A joint whose offset
+from the global motion barely wanders over a window is, on the evidence, still on the body,
+and is set to the global motion plus its mean offset over the window. A joint that moves relative to the body (a raised arm) keeps its own
+smoothed track; between the two thresholds the result blends, so nothing switches abruptly.
+
+Units: the caller's (the smoother works in a body with a 0.5 m torso), so ``still`` is a
+distance on a standard body. With a lag, each frame's stillness evidence ends at t + lag; the
+joints' weights in the global motion are, like the smoother's depth and torso scale, per-track
+statistics (a caller streaming live would take them from the frames so far).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .body_prior import evidence_window
+from .smoothing import SmoothingOptions, smooth
+
+
+@dataclass(frozen=True)
+class StillnessOptions:
+    still: float = 0.01  # std of a joint's offset below this (metres, standard body): still
+    moving: float = 0.04  # above this: its own track
+    window: int = 35  # frames of the offset statistics (up to the current frame plus the lag)
+    rounds: int = 4  # of reweighting the joints that carry the global motion
+
+
+def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: SmoothingOptions,
+                     options: StillnessOptions = StillnessOptions()) -> np.ndarray:
+    """``raw`` [T,J,3] measured (NaN = missing), ``smoothed`` [T,J,3] the per-joint smoothed
+    tracks -> ``smoothed`` with still joints following the global motion."""
+    t_len = len(smoothed)
+    finite = np.isfinite(raw).all(axis=-1)
+    # The joints that carry the global motion: measured in most frames (a frame missing one of
+    # them has no global measurement; the smoother predicts through it).
+    ok = (finite.mean(axis=0) >= 0.8) & np.isfinite(smoothed).all(axis=(0, 2))
+    if t_len < 3 or ok.sum() < 3 or finite[:, ok].all(axis=1).sum() < 3:
+        return smoothed
+    jitter = _jitter(raw)[ok]
+    spread = np.zeros_like(jitter)
+    for _ in range(options.rounds):  # a joint that wanders from the consensus counts less
+        weights = 1.0 / (np.maximum(jitter, 1e-4) ** 2 + spread ** 2)
+        weights /= weights.sum()
+        glob_raw = np.einsum("j,tjc->tc", weights, raw[:, ok])
+        spread = np.sqrt(np.nanvar(_smooth_offsets(raw[:, ok] - glob_raw[:, None]), axis=0).sum(-1))
+    # The global motion is an average of many joints: it is smoothed as a measurement that
+    # much less noisy (so it follows fast motion with little lag).
+    glob_noise = smoothing.noise * float(np.sqrt((weights ** 2).sum()))
+    glob = smooth(glob_raw, options=replace(smoothing, noise=glob_noise))
+    raw_offset = raw - glob_raw[:, None]
+    lag = smoothing.lag
+    out = smoothed.copy()
+    for t in range(t_len):
+        lo, hi = evidence_window(t, t_len, lag, options.window)
+        # The wander of each joint's measured offset over the window (a 5-frame average, read
+        # only inside the window: nothing past t + lag).
+        spread = np.sqrt(np.nanvar(_smooth_offsets(raw_offset[lo:hi]), axis=0).sum(-1))  # [J]
+        tie = np.clip((options.moving - spread) / (options.moving - options.still), 0.0, 1.0)
+        seen = finite[lo:hi]
+        # Too short a record is no evidence of stillness (the first frames with a lag).
+        tie[~ok | (seen.sum(axis=0) < min(options.window, t_len) // 2)] = 0.0
+        if not tie.any():
+            continue
+        mean_offset = np.where(seen[..., None], raw_offset[lo:hi], 0.0).sum(0) / np.maximum(seen.sum(0), 1)[:, None]
+        tied = glob[t] + mean_offset
+        out[t] = tie[:, None] * tied + (1 - tie[:, None]) * smoothed[t]
+    return out
+
+
+def _smooth_offsets(offsets: np.ndarray, width: int = 5) -> np.ndarray:
+    """A moving average along time, NaN = missing (the spread of an offset is its slow wander,
+    not its jitter). Edges use the frames there are: nothing beyond the slice is read."""
+    seen = np.isfinite(offsets)
+    values = np.where(seen, offsets, 0.0)
+    total = np.concatenate([np.zeros((1,) + offsets.shape[1:]), np.cumsum(values, axis=0)])
+    count = np.concatenate([np.zeros((1,) + offsets.shape[1:]), np.cumsum(seen, axis=0)])
+    t = np.arange(len(offsets))
+    lo, hi = np.maximum(t - width // 2, 0), np.minimum(t + width // 2 + 1, len(offsets))
+    n = count[hi] - count[lo]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, (total[hi] - total[lo]) / n, np.nan)
+
+
+def _jitter(raw: np.ndarray) -> np.ndarray:
+    """Per joint, a robust std of its frame-to-frame second difference (the measurement noise)."""
+    acc = np.linalg.norm(np.diff(raw, 2, axis=0), axis=-1)  # [T-2,J]
+    with np.errstate(invalid="ignore"):
+        med = np.array([np.median(a[np.isfinite(a)]) if np.isfinite(a).any() else np.inf for a in acc.T])
+    return med
