@@ -71,6 +71,9 @@ class FitSettings:
     plain_steps: int = 400
     target_joint_px: float | None = None  # stop (plain) once the mean reprojection error is below
     fingers: bool = True
+    # torch threads while fitting: the fit's tensors are small, so extra threads buy little and
+    # on a busy machine (a batch, the test suite, Blender) spinning threads made it 4x slower.
+    threads: int | None = 1
     # Term weights (see _Problem): keypoints are 1.
     weights: dict = field(default_factory=lambda: {
         "lift": 0.5, "lift_dense": 1.0, "prior": 1.0, "hinge": 1.0, "surface": 0.5, "inside": 0.5, "part": 0.2,
@@ -590,6 +593,17 @@ def _vertex_normals(v: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
 def fit_people(body: BodyModel, observations: list[PersonObservation], settings: FitSettings | None = None,
                progress=None, cancel=None) -> dict:
     """Fit every person; the per-person arrays of docs/body_format.md, stacked."""
+    settings = settings or FitSettings()
+    previous = torch.get_num_threads()
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    try:
+        return _fit_people(body, observations, settings, progress, cancel)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _fit_people(body, observations, settings, progress, cancel) -> dict:
     fitter = BodyFitter(body, settings)
     fits = []
     for i, obs in enumerate(observations):
