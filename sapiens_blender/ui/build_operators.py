@@ -107,7 +107,7 @@ class _BuildOperator:
 
         job = StepJob(label, lambda: pipeline.iter_build_products(maps, products, options), on_success=done,
                       on_failure=failed, on_cancel=cancelled)
-        jobs.launch(job, "build")
+        jobs.launch(job, state.JobKind.BUILD)
         if not job.finished:  # interactive: the timer runs the steps; the outcome is reported then
             return {"FINISHED"}
         if job.state == FAILED:
@@ -213,7 +213,7 @@ def fit_then_build(operator, context, maps, options):
         push_undo("Build Body")
 
     job = Job("Body fit", work, on_success=on_success, on_failure=session.set_error)
-    return _JobOperator.finish(operator, jobs.launch(job, "fit"))
+    return _JobOperator.finish(operator, jobs.launch(job, state.JobKind.FIT))
 
 
 class SAPIENS_OT_build_all(_BuildOperator, bpy.types.Operator):
