@@ -9,17 +9,20 @@ dicts of numbers and names: they are facts to print or store, nothing branches o
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 
 def _plain(value):
-    """JSON-ready: tuples to lists, numpy scalars to Python numbers."""
+    """JSON-ready: tuples to lists, numpy scalars to Python numbers, NaN to None."""
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        return value.item()
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # strict JSON has no NaN (e.g. a reprojection check that had nothing to check)
     return value
 
 

@@ -37,10 +37,10 @@ def test_lines_for_the_body_alone():
 
 
 def test_to_dict_is_json_ready_and_leaves_out_what_is_not_there():
-    report = PersonReport(vertices=np.int64(10), surface={"islands_removed": np.int32(2)},
+    report = PersonReport(vertices=np.int64(10), surface={"islands_removed": np.int32(2), "reprojection_px": np.float32("nan")},
                           skinning=SkinningReport(method="auto", vertices=10, max_influences=4))
-    out = json.loads(json.dumps(report.to_dict()))
-    assert out["vertices"] == 10 and out["surface"] == {"islands_removed": 2}
+    out = json.loads(json.dumps(report.to_dict(), allow_nan=False))
+    assert out["vertices"] == 10 and out["surface"] == {"islands_removed": 2, "reprojection_px": None}
     assert out["skinning"] == {"method": "auto", "vertices": 10, "fallback_vertices": 0,
                                "unweighted_vertices": 0, "max_influences": 4}
     assert "body" not in out
