@@ -193,7 +193,7 @@ def main() -> None:
     auto_times = []
     for _ in range(1 if args.skip_full_bone_heat else max(1, args.repeats - 1)):
         if args.skip_full_bone_heat:
-            auto_report = {"unweighted_vertices": "-"}
+            auto_report = None  # not measured
             auto_times.append(float("nan"))
             break
         bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -236,10 +236,10 @@ def main() -> None:
     print("| skinning (timed apart) | s |")
     print("|---|---|")
     print(f"| bone heat (ARMATURE_AUTO) on the full mesh + unweighted-vertex check | "
-          f"{statistics.median(auto_times):.3f} (unweighted after: {auto_report['unweighted_vertices']}) |")
-    print(f"| bone heat on a stride-2 proxy ({proxy_report['proxy_vertices']} vertices) + weight transfer "
+          f"{statistics.median(auto_times):.3f} (unweighted after: {auto_report.unweighted_vertices if auto_report else '-'}) |")
+    print(f"| bone heat on a stride-2 proxy ({proxy_report.proxy_vertices} vertices) + weight transfer "
           f"+ check (the default above 20k vertices) | {statistics.median(proxy_times):.3f} "
-          f"(unweighted after: {proxy_report['unweighted_vertices']}) |")
+          f"(unweighted after: {proxy_report.unweighted_vertices}) |")
     print(f"| write part weights, grouped by value | {fw:.3f} |")
     print(f"| write part weights, one add() per vertex and bone (naive) | {sw:.3f} ({sw / fw:.1f}x slower) |")
 

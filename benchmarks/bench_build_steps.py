@@ -44,7 +44,7 @@ def main() -> None:
         job.run_blocking()
         stage, longest = job.longest_step()
         over = [f"{s} {t:.2f}" for s, t in job.step_seconds if t > 0.2]
-        print(f"stride {stride}: {whole.people[0].report['vertices']} vertices; one call {one_call:.2f} s; "
+        print(f"stride {stride}: {whole.people[0].report.vertices} vertices; one call {one_call:.2f} s; "
               f"in {len(job.step_seconds)} steps, longest {longest:.2f} s ({stage}); "
               f"steps over 0.2 s: {', '.join(over) or 'none'}")
 

@@ -185,12 +185,13 @@ def interchange_weights(objects):
 # --- one person's body, end to end -------------------------------------------------------------
 def build_person_body(template, fit, person_id: int, maps, *, mode: str = "clothed", rig_names: str = "anny",
                       label: str, collection: bpy.types.Collection, texture_size: int = 1024):
-    """(mesh object, armature object, report) for one fitted person.
+    """(mesh object, armature object, BodyReport, the images it made) for one fitted person.
 
     ``mode`` 'minimal': the fitted body; 'clothed': plus the photo's clothing/hair thickness
     (``core.body_surface.clothing_thickness``) laid on at the bind pose, so it follows the rig.
     """
     from ..core import body_surface
+    from ..core.build_report import BodyReport
     from ..core.body_rig import retarget_rig
     from . import materials
     from .images import image_from_array
@@ -201,15 +202,12 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     faces = template.faces
     rest = fit.rest_vertices[i].astype(np.float64)
     posed = fit.vertices[i].astype(np.float64)
-    report = {"body": mode, "vertices": len(rest), "faces": len(faces), "warnings": []}
-    fit_report = fit.report(person_id)
-    if fit_report:
-        report["fit"] = fit_report
+    report = BodyReport(mode=mode, vertices=len(rest), faces=len(faces), fit=fit.report(person_id))
     if mode == "clothed":
         thickness, dress = body_surface.clothing_thickness(maps, person_id, posed, faces, template.vertex_parts)
-        report["clothing"] = dict(dress, max_thickness_m=round(float(thickness.max()), 4))
+        report.clothing = dict(dress, max_thickness_m=round(float(thickness.max()), 4))
         if dress.get("note"):
-            report["warnings"].append(dress["note"])
+            report.warnings.append(dress["note"])
         rest = body_surface.dress(rest, faces, thickness)
         posed = body_surface.dress(posed, faces, thickness)
     names, parents = retarget_rig(template.bone_names, template.bone_parents, rig_names)
@@ -225,12 +223,11 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     per_face = face_parts(faces, template.vertex_parts)
     texture, bake = body_surface.bake_texture(maps, person_id, posed, faces, template.uv, template.face_uv,
                                               per_face, size=texture_size)
-    report["texture"] = bake
+    report.texture = bake
     image = image_from_array(f"{label} texture", texture)
     base = materials.build_photo_material(f"{label} texture", image)
     assigned = materials.assign_part_materials(obj, per_face, template.part_names, base, prefix=f"{label} ")
     bpy.data.materials.remove(base)
-    report["parts"] = [template.part_names[p] for p in sorted(assigned)]
-    report["images"] = [image]
-    report["bones"] = len(names)
-    return obj, arm, report
+    report.parts = [template.part_names[p] for p in sorted(assigned)]
+    report.bones = len(names)
+    return obj, arm, report, [image]

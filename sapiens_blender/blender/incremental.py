@@ -24,6 +24,7 @@ import time
 import bpy
 import numpy as np
 
+from ..core.build_report import PersonReport
 from ..core.geometry import normals as geo_normals
 from ..core.geometry.weights import constrain_weights
 from ..core.goliath import KEYPOINT_INDEX
@@ -120,7 +121,7 @@ class PersonBuild:
     def __init__(self, scope: Scope, pid: int):
         self.scope, self.pid = scope, pid
         self.label = f"{scope.base} person {pid}"
-        self.report: dict = {"warnings": [], "notes": [], "built": [], "kept": []}
+        self.report = PersonReport()
         self._surface: SurfaceMesh | None = None
         self._skeleton = None  # the skeleton this build made (the skinning step reuses it)
         self.collection = scope.find_collection(identity.PERSON_COLLECTION, pid)
@@ -131,18 +132,17 @@ class PersonBuild:
         self.joints: dict | None = None  # the joints the armature was built from ({name: Joint})
 
     def _note(self, product: str, built: bool) -> None:
-        if product not in self.report["built"] + self.report["kept"]:  # ensure_mesh runs for every step
-            self.report["built" if built else "kept"].append(product)
+        self.report.note_product(product, built)  # ensure_mesh runs for every step: noted once
 
-    def finish(self) -> dict:
+    def finish(self) -> PersonReport:
         """The report, with what the person's objects hold now (kept ones included)."""
         if self.mesh is not None:
-            self.report["parts"] = [m.name[len(self.label) + 1:] for m in self.mesh.data.materials
+            self.report.parts = [m.name[len(self.label) + 1:] for m in self.mesh.data.materials
                                     if identity.is_tagged(m, self.scope.key, identity.PART_MATERIAL)]
         if self.armature is not None:
-            self.report["bones"] = len(self.armature.data.bones)
+            self.report.bones = len(self.armature.data.bones)
         if self.body_armature is not None:
-            self.report["body_bones"] = len(self.body_armature.data.bones)
+            self.report.body_bones = len(self.body_armature.data.bones)
         return self.report
 
     def ensure_collection(self) -> bpy.types.Collection:
@@ -185,9 +185,9 @@ class PersonBuild:
             identity.point_at(self.collection, identity.MESH, obj)
             obj.data.materials.append(self.photo_material())
             self.mesh = obj
-            self.report.update({k: v for k, v in surface.report.items() if np.isscalar(v)})
+            self.report.surface = {k: v for k, v in surface.report.items() if np.isscalar(v)}
             self._note("mesh", True)
-        self.report.update(vertices=len(self.mesh.data.vertices), faces=len(self.mesh.data.polygons))
+        self.report.vertices, self.report.faces = len(self.mesh.data.vertices), len(self.mesh.data.polygons)
         return self.mesh
 
     def photo_material(self) -> bpy.types.Material:
@@ -230,7 +230,7 @@ class PersonBuild:
             targets.append(base)  # later part materials are copies of it
         if not targets:
             targets = [self.photo_material()]
-            self.report["warnings"].append(
+            self.report.warnings.append(
                 f"'{obj.name}' uses only your own materials (kept): the normal texture is in the "
                 f"material '{targets[0].name}', which is not assigned to it")
         image = self.normal_image(space)
@@ -283,12 +283,13 @@ class PersonBuild:
             identity.tag(arm, self.scope.key, identity.ARMATURE, self.pid)
             identity.point_at(self.collection, identity.ARMATURE, arm)
             self.armature = arm
-            self.report.update(bones=len(skel.names), estimated_bones=int(np.count_nonzero(skel.estimated)),
-                               joints=joint_report)
+            self.report.bones = len(skel.names)
+            self.report.estimated_bones = int(np.count_nonzero(skel.estimated))
+            self.report.joints = dict(joint_report)
             filled = sorted(joint_report.get("filled", []))
             if filled:  # one sentence for both counts: bones are estimated because joints were
-                self.report["notes"].append(
-                    f"{self.report['estimated_bones']} of {len(skel.names)} bones are estimated from "
+                self.report.notes.append(
+                    f"{self.report.estimated_bones} of {len(skel.names)} bones are estimated from "
                     f"{len(filled)} joints filled in: {', '.join(filled)}")
             self._skeleton = skel
         self._note("armature", skel is not None)
@@ -314,17 +315,17 @@ class PersonBuild:
                 stage = next(work)
             except StopIteration as done:
                 self.scope.timer.add("skinning", time.perf_counter() - started)
-                self.report["skinning"] = done.value
+                self.report.skinning = done.value
                 break
             self.scope.timer.add("skinning", time.perf_counter() - started)
             yield stage
         self._note("skinning", True)
-        skin = self.report["skinning"]
-        if skin["unweighted_vertices"]:
-            self.report["warnings"].append(f"{skin['unweighted_vertices']} vertices have no bone weight")
-        if skin["fallback_vertices"]:
-            self.report["warnings"].append(
-                f"bone heat left {skin['fallback_vertices']} vertices unweighted: part-based weights used there")
+        skin = self.report.skinning
+        if skin.unweighted_vertices:
+            self.report.warnings.append(f"{skin.unweighted_vertices} vertices have no bone weight")
+        if skin.fallback_vertices:
+            self.report.warnings.append(
+                f"bone heat left {skin.fallback_vertices} vertices unweighted: part-based weights used there")
 
     def _skin_steps(self, obj, skel):
         opts, surface = self.scope.options, self.surface()
@@ -364,30 +365,30 @@ class PersonBuild:
         scope.camera()
         template, fit = scope.body()
         if self.pid not in fit.person_ids:
-            self.report["warnings"].append("the body fit has no body for this person: none built")
+            self.report.warnings.append("the body fit has no body for this person: none built")
             return
         if self.body_mesh is not None and self.body_armature is not None:
             self._note("body", False)
         else:
             leftover = self.body_mesh or self.body_armature
             if leftover is not None:  # half of an earlier body was deleted: a new pair, the rest is kept
-                self.report["warnings"].append(
+                self.report.warnings.append(
                     f"'{leftover.name}' lost its {'armature' if self.body_mesh else 'mesh'}: a new body was "
                     "built beside it (delete the old one if you do not need it)")
             if opts.body not in ("minimal", "clothed"):
                 raise ValueError(f"body must be 'minimal' or 'clothed', got {opts.body!r}")
             with scope.timer("body"):
-                obj, arm, report = body.build_person_body(
+                obj, arm, report, images = body.build_person_body(
                     template, fit, self.pid, scope.maps, mode=opts.body, rig_names=opts.rig_names,
                     label=f"{self.label} body", collection=self.ensure_collection())
             for data, role in ((obj, identity.BODY_MESH), (arm, identity.BODY_ARMATURE)):
                 identity.tag(data, scope.key, role, self.pid)
                 identity.point_at(self.collection, role, data)
-            for data in [m for m in obj.data.materials if m is not None] + list(report.pop("images", [])):
+            for data in [m for m in obj.data.materials if m is not None] + images:
                 identity.tag(data, scope.key, identity.BODY_DATA, self.pid)
             self.body_mesh, self.body_armature = obj, arm
-            self.report["warnings"].extend(report.pop("warnings", []))
-            self.report["body"] = report
+            self.report.warnings.extend(report.warnings)
+            self.report.body = report
             self._note("body", True)
         self.joints = fit_joints(template, fit, self.pid)
 

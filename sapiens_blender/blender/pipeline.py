@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import bpy
 
+from ..core.build_report import BuildReport, PersonReport
 from ..core.geometry.types import GeometryError, Joint
 from ..core.maps import Maps
 from . import incremental, lighting
@@ -48,7 +49,7 @@ class PersonResult:
     collection: bpy.types.Collection
     mesh: bpy.types.Object
     armature: bpy.types.Object | None
-    report: dict = field(default_factory=dict)
+    report: PersonReport = field(default_factory=PersonReport)
     body_mesh: bpy.types.Object | None = None  # the fitted body and its rig
     body_armature: bpy.types.Object | None = None
     joints: dict | None = None  # {name: Joint} the (body) armature was built from, camera frame
@@ -64,7 +65,7 @@ class BuildResult:
     collection: bpy.types.Collection
     people: list[PersonResult]
     timings: dict[str, float]  # seconds per stage, summed over people
-    report: dict = field(default_factory=dict)
+    report: BuildReport = field(default_factory=BuildReport)
 
     @property
     def objects(self) -> list:
@@ -72,8 +73,8 @@ class BuildResult:
 
     def summary(self) -> str:
         lines = [f"people: {len(self.people)}"]
-        if self.report.get("warning"):
-            lines.append(f"warning: {self.report['warning']}")
+        if self.report.warning:
+            lines.append(f"warning: {self.report.warning}")
         lines += self.person_lines()
         lines.append("seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in self.timings.items()))
         return "\n".join(lines)
@@ -81,29 +82,12 @@ class BuildResult:
     def person_lines(self) -> list[str]:
         """Per person: one line of facts, then its notes (information) and warnings (problems),
         each said once. The CLI's build and demo print these same lines."""
-        lines = []
-        for p in self.people:
-            r = p.report
-            if r.get("body"):
-                b = r["body"]
-                clothing = b.get("clothing", {})
-                lines.append(f"  person {p.person_id}: body ({b['body']}), {b['vertices']} vertices, "
-                             f"{b['bones']} bones, {len(b.get('parts', []))} part materials"
-                             + (f", clothing up to {100 * clothing['max_thickness_m']:.1f} cm"
-                                if clothing.get("max_thickness_m") else ""))
-            if p.mesh is None:  # the body alone
-                lines += [f"    note: {note}" for note in r.get("notes", [])]
-                lines += [f"    warning: {warning}" for warning in r.get("warnings", [])]
-                continue
-            lines.append(
-                f"  person {p.person_id}: {r.get('vertices', 0)} vertices, {r.get('faces', 0)} faces, "
-                f"{len(r.get('parts', []))} parts, {r.get('bones', 0)} bones"
-                + (f", skinning {r['skinning']['method']}" if r.get("skinning") else "")
-                + (f" (kept: {', '.join(r['kept'])})" if r.get("kept") else "")
-            )
-            lines += [f"    note: {note}" for note in r.get("notes", [])]
-            lines += [f"    warning: {warning}" for warning in r.get("warnings", [])]
-        return lines
+        return [line for p in self.people for line in p.report.lines(p.person_id, p.mesh is not None)]
+
+    def to_dict(self) -> dict:
+        """The build's report, JSON-ready (what the CLI and the batch store)."""
+        return {**self.report.to_dict(), "timings": {k: round(v, 4) for k, v in self.timings.items()},
+                "people": [{"person_id": p.person_id, **p.report.to_dict()} for p in self.people]}
 
 
 class _Timer:
@@ -226,8 +210,8 @@ def iter_build_products(maps: Maps, products, options: BuildOptions | None = Non
     cam, _ = scope.camera()
     with timer("world and light"):
         lit = lighting.ensure_world_and_light(scope.scene, maps, scope.base, scope.root()) if options.lighting else []
-    report = {"source": maps.source, "metric": bool(maps.metric), "size": [maps.width, maps.height],
-              "analysis": scope.key, "added": lit}
+    report = BuildReport(source=maps.source, metric=bool(maps.metric), size=(maps.width, maps.height),
+                         analysis=scope.key, added=list(lit))
     if not maps.metric:
-        report["warning"] = "relative depth (not metric): sizes are only plausible, not measured"
+        report.warning = "relative depth (not metric): sizes are only plausible, not measured"
     return BuildResult(cam, scope.root(), results, timer.seconds, report)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
+from ..core.build_report import SkinningReport
 from .context import preserved_selection, select_only
 from .mesh import mesh_vertices
 
@@ -120,7 +121,7 @@ def skin(
     method: str = "auto",
     proxy: bpy.types.Object | None = None,
     constrain=None,
-) -> dict:
+) -> SkinningReport:
     """Parent the mesh to the armature and make sure every vertex is weighted.
 
     method 'auto': bone heat, then ``fallback_weights`` (part-based, from the geometry core;
@@ -144,7 +145,7 @@ def skin(
 def skin_steps(mesh_obj, arm_obj, fallback_weights, bone_names, method="auto", proxy=None, constrain=None):
     """``skin`` in steps: yields the name of the next step, returns the report. Bone heat is
     one Blender operator call and cannot be split further."""
-    report = {"method": method, "fallback_vertices": 0, "vertices": len(mesh_obj.data.vertices)}
+    report = SkinningReport(method=method, vertices=len(mesh_obj.data.vertices))
     if method == "auto":
         yield "bone heat"
         try:
@@ -153,11 +154,11 @@ def skin_steps(mesh_obj, arm_obj, fallback_weights, bone_names, method="auto", p
                 parent_with_armature(mesh_obj, arm_obj)
                 yield "weight transfer"
                 transfer_weights(proxy, mesh_obj)
-                report["proxy_vertices"] = len(proxy.data.vertices)
+                report.proxy_vertices = len(proxy.data.vertices)
             else:
                 parent_with_automatic_weights(mesh_obj, arm_obj)
         except RuntimeError as exc:  # bone heat can fail outright on degenerate input
-            report["auto_error"] = str(exc)
+            report.auto_error = str(exc)
             parent_with_armature(mesh_obj, arm_obj)
     elif method == "parts":
         parent_with_armature(mesh_obj, arm_obj)
@@ -167,16 +168,16 @@ def skin_steps(mesh_obj, arm_obj, fallback_weights, bone_names, method="auto", p
     missing = unweighted_vertices(mesh_obj, arm_obj)
     if missing.any() and fallback_weights is not None:
         write_weights(mesh_obj, bone_names, fallback_weights, np.flatnonzero(missing))
-        report["fallback_vertices"] = int(missing.sum())
+        report.fallback_vertices = int(missing.sum())
     if constrain is not None:
         yield "weights on their parts"
         constrained = constrain(read_weights(mesh_obj, bone_names))
         for part in replace_weights_steps(mesh_obj, bone_names, constrained):
             yield f"writing weights {part}"
-        report["max_influences"] = int(max_influences(mesh_obj, bone_names))
+        report.max_influences = int(max_influences(mesh_obj, bone_names))
     yield "final check"
     missing = unweighted_vertices(mesh_obj, arm_obj)
-    report["unweighted_vertices"] = int(missing.sum())
+    report.unweighted_vertices = int(missing.sum())
     return report
 
 

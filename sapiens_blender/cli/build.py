@@ -4,6 +4,7 @@ outputs -> .blend / .glb / .gltf / .fbx, headless (the ``bpy`` module)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,9 @@ def register(subparsers) -> None:
                      help="also keep the analysed maps (with the body fit when --body fitted one)")
     p.add_argument("--save-joints", metavar="JOINTS.json",
                    help="also write the joints each armature was built from (docs/maps_format.md)")
+    p.add_argument("--report", metavar="REPORT.json",
+                   help="also write the build's report (per person: counts, notes, warnings, skinning, "
+                        "body; seconds per stage) as JSON")
     add_geometry_arguments(p)
     p.set_defaults(func=run)
 
@@ -135,12 +139,12 @@ def run(args) -> int:
     from ..core.geometry.types import GeometryError
     from ..core.maps import MapsError
 
-    from ..core.atomic_files import check_writable
+    from ..core.atomic_files import atomic_write_bytes, check_writable
 
     started = time.perf_counter()
     try:
         # Before the analysis and the build: a bad output must cost seconds, not minutes.
-        check_writable([*args.output, *([args.save_maps] if args.save_maps else [])])
+        check_writable([*args.output, *(p for p in (args.save_maps, args.report) if p)])
         api.new_scene()
         maps, name, analysis_s = load_input(args)
         result = api.build_from_maps(maps, options_from_args(args, name), server=args.server, token=args.token)
@@ -157,6 +161,13 @@ def run(args) -> int:
         return 1
     if analysis_s is not None:
         result.timings = {"analysis": analysis_s, **result.timings}
+    if args.report:
+        try:
+            text = json.dumps(result.to_dict(), indent=1) + "\n"
+            written.append(atomic_write_bytes(args.report, text.encode()))
+        except OSError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     print(result.summary())
     for path in written:
         print(f"wrote {path}")

@@ -151,8 +151,8 @@ def _print_summary(photo, maps, model_info, result, written, timings, total) -> 
     print(f"photo: {photo} ({maps.width}x{maps.height})")
     print(f"maps: {maps.source}")
     print(f"people: {len(people)}")
-    if result.report.get("warning"):
-        print(f"warning: {result.report['warning']}")
+    if result.report.warning:
+        print(f"warning: {result.report.warning}")
     for line in result.person_lines():
         print(line)
     build_stages = ", ".join(f"{k} {v:.2f}" for k, v in result.timings.items())

@@ -108,7 +108,7 @@ class SAPIENS_OT_animate(_JobOperator, bpy.types.Operator):
                                  f"{len(result.armatures)} {animation.source}(s).")
 
         job = Job("Animation", work, on_success=on_success, on_failure=session.set_error)
-        return self.finish(jobs.launch(job, "animate"))
+        return self.finish(jobs.launch(job, state.JobKind.ANIMATE))
 
 
 def draw_animate(layout, context) -> None:
@@ -133,10 +133,10 @@ def draw_animate(layout, context) -> None:
     sub.enabled = not busy
     sub.operator("sapiens.animate", text="Animate", icon="ARMATURE_DATA")
     sub = row.row(align=True)
-    sub.enabled = busy and session.job_kind == "animate"
+    sub.enabled = busy and session.job_kind == state.JobKind.ANIMATE
     sub.operator("sapiens.cancel", text="", icon="CANCEL")
     job = session.job
-    if busy and session.job_kind == "animate" and job is not None:
+    if busy and session.job_kind == state.JobKind.ANIMATE and job is not None:
         text = job.stage if not job.message else f"{job.stage}: {job.message}"
         if job.fraction is not None:
             col.progress(factor=job.fraction, text=text[:60])

@@ -53,13 +53,13 @@ def build_message(label: str, result) -> str:
     """One line per click: what was built, what was already there."""
     parts = []
     for person in result.people:
-        built, kept = person.report.get("built", []), person.report.get("kept", [])
+        built, kept = person.report.built, person.report.kept
         text = f"person {person.person_id}: " + (", ".join(built) + " built" if built else "nothing new")
         if kept:
             text += f" ({', '.join(kept)} kept)"
         parts.append(text)
     message = f"{label}: " + "; ".join(parts)
-    if any("armature" in p.report.get("kept", []) for p in result.people):
+    if any("armature" in p.report.kept for p in result.people):
         message += ". An existing armature is never rebuilt: delete it and click again for a new one"
     return message
 
@@ -94,7 +94,7 @@ class _BuildOperator:
             session.last_info = message
             messages.append(("INFO", message))
             for person in result.people:
-                for warning in person.report.get("warnings", []):
+                for warning in person.report.warnings:
                     messages.append(("WARNING", f"person {person.person_id}: {warning}"))
             push_undo(label)
 
@@ -107,7 +107,7 @@ class _BuildOperator:
 
         job = StepJob(label, lambda: pipeline.iter_build_products(maps, products, options), on_success=done,
                       on_failure=failed, on_cancel=cancelled)
-        jobs.launch(job, "build")
+        jobs.launch(job, state.JobKind.BUILD)
         if not job.finished:  # interactive: the timer runs the steps; the outcome is reported then
             return {"FINISHED"}
         if job.state == FAILED:
@@ -213,7 +213,7 @@ def fit_then_build(operator, context, maps, options):
         push_undo("Build Body")
 
     job = Job("Body fit", work, on_success=on_success, on_failure=session.set_error)
-    return _JobOperator.finish(operator, jobs.launch(job, "fit"))
+    return _JobOperator.finish(operator, jobs.launch(job, state.JobKind.FIT))
 
 
 class SAPIENS_OT_build_all(_BuildOperator, bpy.types.Operator):

@@ -137,7 +137,7 @@ class SAPIENS_OT_analyze(_JobOperator, bpy.types.Operator):
                 session.last_error = f"{message} {hint}"
 
         job = Job("Analysis", work, on_success=on_success, on_failure=on_failure)
-        return self.finish(jobs.launch(job, "analyze"))
+        return self.finish(jobs.launch(job, state.JobKind.ANALYZE))
 
 
 class SAPIENS_OT_cancel(bpy.types.Operator):
@@ -177,7 +177,7 @@ class SAPIENS_OT_server_start(_JobOperator, bpy.types.Operator):
             session.last_info = "The inference server is ready."
 
         job = Job("Server start", work, on_success=on_success, on_failure=session.set_error)
-        return self.finish(jobs.launch(job, "start server"))
+        return self.finish(jobs.launch(job, state.JobKind.START_SERVER))
 
 
 class SAPIENS_OT_server_stop(_JobOperator, bpy.types.Operator):
@@ -202,7 +202,7 @@ class SAPIENS_OT_server_stop(_JobOperator, bpy.types.Operator):
             session.last_info = "The inference server was stopped."
 
         job = Job("Server stop", work, on_success=on_success, on_failure=session.set_error)
-        return self.finish(jobs.launch(job, "stop server"))
+        return self.finish(jobs.launch(job, state.JobKind.STOP_SERVER))
 
 
 class SAPIENS_OT_free_memory(_JobOperator, bpy.types.Operator):
@@ -236,7 +236,7 @@ class SAPIENS_OT_free_memory(_JobOperator, bpy.types.Operator):
                                  else "No model was loaded; nothing to free.")
 
         job = Job("Free memory", work, on_success=on_success, on_failure=session.set_error)
-        return self.finish(jobs.launch(job, "free memory"))
+        return self.finish(jobs.launch(job, state.JobKind.FREE_MEMORY))
 
 
 class SAPIENS_OT_clear_error(bpy.types.Operator):

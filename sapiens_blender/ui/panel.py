@@ -11,6 +11,7 @@ from __future__ import annotations
 import bpy
 
 from ..core.jobs import RUNNING
+from ..core.server_process import ServerState
 from . import preferences, state, storage
 
 BUILD_BUTTONS = (
@@ -136,27 +137,28 @@ def draw_server(layout, context) -> None:
     server_state = session.server_state()
     busy = session.job_running()
     col = layout.column()
-    icons = {"ready": "CHECKMARK", "starting": "SORTTIME", "error": "ERROR", "stopped": "RADIOBUT_OFF"}
-    label = f"Server: {server_state}"
-    if session.job_running() and session.job_kind == "start server":
+    icons = {ServerState.READY: "CHECKMARK", ServerState.STARTING: "SORTTIME", ServerState.ERROR: "ERROR",
+             ServerState.STOPPED: "RADIOBUT_OFF"}
+    label = f"Server: {server_state.value}"
+    if session.job_running() and session.job_kind == state.JobKind.START_SERVER:
         label = "Server: starting"
     url, server_error = session.server_detail()
-    if server_state == "ready" and url:
+    if server_state == ServerState.READY and url:
         label += f" ({url})"
     elif session.remote_client is not None:
         label += f" ({session.remote_client.base_url})"
     col.label(text=label, icon=icons.get(server_state, "QUESTION"))
     row = col.row(align=True)
     sub = row.row(align=True)
-    sub.enabled = not busy and server_state != "ready"
+    sub.enabled = not busy and server_state != ServerState.READY
     sub.operator("sapiens.server_start", text="Start", icon="PLAY")
     sub = row.row(align=True)
-    sub.enabled = not busy and server_state != "stopped"
+    sub.enabled = not busy and server_state != ServerState.STOPPED
     sub.operator("sapiens.server_stop", text="Stop", icon="SNAP_FACE")
     sub = row.row(align=True)
-    sub.enabled = not busy and server_state == "ready"
+    sub.enabled = not busy and server_state == ServerState.READY
     sub.operator("sapiens.free_memory", text="Free GPU Memory", icon="TRASH")
-    if server_state == "error" and server_error:
+    if server_state == ServerState.ERROR and server_error:
         col.label(text=server_error[:90], icon="ERROR")
 
 

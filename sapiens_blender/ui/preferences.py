@@ -11,7 +11,7 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty, StringProperty
 
 from ..core import env_setup, server_runtime
-from ..core.jobs import Job
+from ..core.jobs import Job, JobState
 from . import jobs, state
 from .properties import _PATH_OPTIONS
 
@@ -197,7 +197,7 @@ def _draw_setup(prefs, box, session) -> None:
             box.progress(factor=job.fraction or 0.0, type="BAR", text=f"{job.stage}: {job.message}"[:90])
         else:
             box.label(text=job.message.splitlines()[0][:120] if job.message else job.state,
-                      icon="CHECKMARK" if job.state == "done" else "ERROR")
+                      icon="CHECKMARK" if job.state == JobState.DONE else "ERROR")
     if session.setup_log:
         box.prop(prefs, "show_setup_log", toggle=True)
         if prefs.show_setup_log:
@@ -235,7 +235,7 @@ class SAPIENS_OT_check_interpreter(bpy.types.Operator):
         # Importing torch takes seconds: run the probe off the main thread.
         job = Job("Interpreter check", lambda progress: env_setup.probe_interpreter(python, timeout=60),
                   on_success=done)
-        jobs.launch(job, "check", slot="check_job")
+        jobs.launch(job, state.JobKind.CHECK, slot="check_job")
         if job.finished:  # background mode: report like any operator
             result = session.check_result
             self.report({"INFO"} if result.get("ok") else {"WARNING"}, result.get("message", ""))
@@ -273,7 +273,7 @@ class SAPIENS_OT_setup_environment(bpy.types.Operator):
             session.check_result = {}
 
         job = Job("Server environment set-up", work, on_success=done)
-        jobs.launch(job, "setup", slot="setup_job")
+        jobs.launch(job, state.JobKind.SETUP, slot="setup_job")
         return {"FINISHED"}
 
 

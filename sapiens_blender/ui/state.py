@@ -42,6 +42,26 @@ class PanelState(str, Enum):
 
 
 NO_SERVER, STARTING, READY, BUSY, ERROR = PanelState
+
+
+class JobKind(str, Enum):
+    """What the session's job does (the panel greys buttons and labels by it)."""
+
+    ANALYZE = "analyze"
+    BUILD = "build"
+    FIT = "fit"
+    ANIMATE = "animate"
+    START_SERVER = "start server"
+    STOP_SERVER = "stop server"
+    FREE_MEMORY = "free memory"
+    CHECK = "check"
+    SETUP = "setup"
+
+    __hash__ = str.__hash__
+
+    def __str__(self) -> str:
+        return self.value
+
 LOCAL, REMOTE = ConnectionMode.LOCAL, ConnectionMode.REMOTE
 
 
@@ -60,7 +80,7 @@ class Session:
 
     connection: ServerConnection = field(default_factory=ServerConnection)
     job: Job | None = None
-    job_kind: str = ""
+    job_kind: JobKind | str = ""
     last_error: str = ""
     last_info: str = ""
     check_result: dict = field(default_factory=dict)
@@ -90,7 +110,7 @@ class Session:
 
     def panel_state(self) -> PanelState:
         if self.job_running():
-            return STARTING if self.job_kind == "start server" else BUSY
+            return STARTING if self.job_kind == JobKind.START_SERVER else BUSY
         if self.last_error:
             return ERROR
         return READY if self.server_state() == ServerState.READY else NO_SERVER

@@ -41,7 +41,7 @@ def built(tmp_path_factory):
     maps = ellipsoid_maps(W, H, intrinsics(W, H, fx=150, fy=160, cx=61.2, cy=50.7), people=2)
     maps.save(tmp / "two.npz")
     proc = run_cli("build", "--maps", tmp / "two.npz", "-o", tmp / "two.blend", "-o", tmp / "two.glb",
-                   "-o", tmp / "two.fbx", "--stride", "1")
+                   "-o", tmp / "two.fbx", "--stride", "1", "--report", tmp / "two.json")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     return tmp, maps, proc.stdout
 
@@ -52,6 +52,18 @@ def test_summary_lists_people_parts_bones_and_stage_times(built):
     for stage in ("mesh", "normal texture", "parts", "armature", "skinning", "export"):
         assert f"{stage} " in out.split("seconds:")[1]
     assert not list(built[0].glob(".*sapiens-tmp*"))  # no temporary files left
+
+
+def test_report_json_holds_what_the_summary_says(built):
+    tmp, maps, out = built
+    report = json.loads((tmp / "two.json").read_text())
+    assert report["size"] == [W, H] and report["metric"] is True
+    assert [p["person_id"] for p in report["people"]] == maps.person_ids
+    for person in report["people"]:
+        assert f"person {person['person_id']}: {person['vertices']} vertices, {person['faces']} faces" in out
+        assert person["built"][:2] == ["mesh", "normal texture"] and person["skinning"]["unweighted_vertices"] == 0
+    assert set(report["timings"]) >= {"mesh", "skinning", "export"}
+    assert f"wrote {tmp / 'two.json'}" in out
 
 
 def test_blend_has_one_camera_and_a_skinned_rig_per_person_on_its_pixels(built):

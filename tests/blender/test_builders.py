@@ -120,7 +120,7 @@ def test_skinning_covers_every_vertex_and_fallback_fills_gaps(scene, maps):
     skel = chain_skeleton()
     arm = armature.build_armature(skel, "rig", coll)
     report = skinning.skin(obj, arm, part_weights(surface), skel.names, method="auto")
-    assert report["unweighted_vertices"] == 0
+    assert report.unweighted_vertices == 0
     assert obj.parent == arm and any(m.type == "ARMATURE" and m.object == arm for m in obj.modifiers)
 
     # Detection is exact: weight half the vertices of a fresh copy, the other half is reported.
@@ -131,7 +131,7 @@ def test_skinning_covers_every_vertex_and_fallback_fills_gaps(scene, maps):
     skinning.write_weights(obj2, skel.names, weights, np.flatnonzero(half))
     assert np.array_equal(skinning.unweighted_vertices(obj2, arm), ~half)
     report = skinning.skin(obj2, arm, weights, skel.names, method="parts")
-    assert report["fallback_vertices"] == int((~half).sum()) and report["unweighted_vertices"] == 0
+    assert report.fallback_vertices == int((~half).sum()) and report.unweighted_vertices == 0
     group = obj2.vertex_groups["thigh.L"]
     legs = np.flatnonzero(surface.vertex_parts == 3)
     assert all(group.weight(int(i)) == 1.0 for i in legs[:20])

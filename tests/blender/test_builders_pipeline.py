@@ -4,6 +4,8 @@ normal textures."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -45,14 +47,18 @@ def test_degraded_input_still_builds_and_says_what_was_filled(empty):
     result = api.build_from_maps(maps, name="degraded")
     assert [p.person_id for p in result.people] == [1, 2]
     first = result.people[0]
-    assert {"right_elbow", "right_wrist"} <= set(first.report["joints"]["filled"])
-    assert first.report["estimated_bones"] > 0
+    assert {"right_elbow", "right_wrist"} <= set(first.report.joints["filled"])
+    assert first.report.estimated_bones > 0
     # said once: the estimated bones and the joints behind them, as a note (not a warning)
     notes = [line for line in result.summary().splitlines() if "estimated" in line]
     assert len(notes) == 1 and notes[0].startswith("    note: ") and "right_wrist" in notes[0]
-    assert f"{first.report['estimated_bones']} of {first.report['bones']} bones" in notes[0]
+    assert f"{first.report.estimated_bones} of {first.report.bones} bones" in notes[0]
     for p in result.people:
         assert not skinning.unweighted_vertices(p.mesh, p.armature).any()
+    stored = json.loads(json.dumps(result.to_dict()))  # what the batch stores: JSON-ready
+    assert [p["person_id"] for p in stored["people"]] == [1, 2]
+    assert stored["people"][0]["estimated_bones"] == first.report.estimated_bones
+    assert stored["people"][0]["skinning"]["method"] == first.report.skinning.method
 
 
 def test_undo_removes_a_build_and_redo_restores_it(empty):
@@ -96,7 +102,7 @@ def test_joints_file_places_the_bones(empty, tmp_path):
     head_of = {bone: head for bone, head, _, _ in BODY_BONES}
     elbow_bone = next(b for b, h in head_of.items() if h == "left_elbow")
     np.testing.assert_allclose(bones[elbow_bone].head_local, expected, atol=1e-5)
-    assert result.people[0].report["joints"]["source"] == "joints file"
+    assert result.people[0].report.joints["source"] == "joints file"
 
 
 def test_normal_textures_object_and_tangent(empty):
@@ -120,8 +126,8 @@ def test_part_weights_only_and_closed_body(empty):
     maps = ellipsoid_maps(128, 96)
     result = api.build_from_maps(maps, name="c", closed=True, skinning="parts")
     person = result.people[0]
-    assert person.report["skinning"]["method"] == "parts"
-    assert person.report["skinning"]["fallback_vertices"] == len(person.mesh.data.vertices)
+    assert person.report.skinning.method == "parts"
+    assert person.report.skinning.fallback_vertices == len(person.mesh.data.vertices)
     assert not skinning.unweighted_vertices(person.mesh, person.armature).any()
     me = person.mesh.data
     corners = np.empty(len(me.loops), np.int32)
@@ -137,7 +143,7 @@ def test_bone_heat_on_a_proxy_covers_every_vertex_with_the_right_bones(empty):
     direct = api.build_from_maps(maps, name="d").people[0]
     result = api.build_from_maps(maps, name="p", bone_heat_max_vertices=200)
     person = result.people[0]
-    assert person.report["skinning"]["proxy_vertices"] < len(person.mesh.data.vertices) / 3
+    assert person.report.skinning.proxy_vertices < len(person.mesh.data.vertices) / 3
     assert not any("weight proxy" in o.name for o in bpy.data.objects)  # temporary, removed
     assert not skinning.unweighted_vertices(person.mesh, person.armature).any()
     # The dominant bone per vertex mostly agrees with bone heat on the full mesh.

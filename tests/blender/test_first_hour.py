@@ -55,7 +55,7 @@ def test_a_built_file_renders_as_it_is(empty, tmp_path):
     maps.image[...] = (200, 150, 120)  # a lit person ...
     maps.image[maps.mask == 0] = (40, 60, 90)  # ... before a dark blue backdrop
     result = api.build_from_maps(maps, name="lit")
-    assert result.report["added"] == ["world", "light"]
+    assert result.report.added == ["world", "light"]
     world = bpy.context.scene.world
     assert world is not None and world.color[2] > world.color[0]  # the backdrop's blue
     (sun,) = [o for o in bpy.data.objects if o.type == "LIGHT"]
@@ -71,7 +71,7 @@ def test_the_users_world_and_lights_are_kept(empty):
     lamp = bpy.data.objects.new("my lamp", bpy.data.lights.new("my lamp", "POINT"))
     bpy.context.scene.collection.objects.link(lamp)
     result = api.build_from_maps(ellipsoid_maps(96, 72), name="kept")
-    assert result.report["added"] == []
+    assert result.report.added == []
     assert bpy.context.scene.world == world and [o.name for o in bpy.data.objects if o.type == "LIGHT"] == ["my lamp"]
 
 
@@ -94,12 +94,12 @@ def test_a_half_body_photo_gets_no_bones_outside_the_body(empty):
     bones = {b.name: b for b in person.armature.data.bones}
     assert not {"thigh.L", "shin.L", "foot.L", "thigh.R", "shin.R", "foot.R"} & set(bones)
     assert {"pelvis", "spine", "chest", "neck", "head", "upper_arm.L", "upper_arm.R"} <= set(bones)
-    assert "thigh.L" in person.report["joints"]["dropped_bones"]
+    assert "thigh.L" in person.report.joints["dropped_bones"]
     verts = np.array([v.co for v in person.mesh.data.vertices])
     lowest = verts[:, 2].min()
     tails = np.array([b.tail_local for b in bones.values()])
     assert tails[:, 2].min() > lowest - 0.1  # nothing hangs below the mesh
-    assert result.people[0].report["skinning"]["unweighted_vertices"] == 0
+    assert result.people[0].report.skinning.unweighted_vertices == 0
 
 
 def test_a_full_body_keeps_its_legs(empty):
@@ -123,7 +123,7 @@ def test_skin_weights_stay_on_their_part_with_at_most_four_bones(empty, tmp_path
     bones = [b.name for b in person.armature.data.bones]
     weights = skinning.read_weights(mesh, bones)
     count = (weights > 0).sum(axis=1)
-    assert count.max() <= 4 and count.min() >= 1 and person.report["skinning"]["max_influences"] <= 4
+    assert count.max() <= 4 and count.min() >= 1 and person.report.skinning.max_influences <= 4
     assert np.allclose(weights.sum(axis=1), 1.0, atol=0.003)
 
     def part(name):

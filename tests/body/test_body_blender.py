@@ -117,7 +117,7 @@ def test_rebuilding_keeps_the_body_and_save_joints_writes_it(built, tmp_path):
     again = api.build_products(scene.maps, ["body"], api.BuildOptions(name="fit", body="minimal"), reuse=True,
                                key=None)
     assert [p.body_mesh for p in again.people] == [p.body_mesh for p in result.people]
-    assert "body" in again.people[0].report["kept"]
+    assert "body" in again.people[0].report.kept
     path = api.save_joints(tmp_path / "joints.json", result)
     back = joints_io.read(path, complete=False)
     j = scene.template.joint_names.index("right_knee")

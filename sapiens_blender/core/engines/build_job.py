@@ -17,7 +17,8 @@ from pathlib import Path
 def build_job(job: dict, maps=None) -> dict:
     """Build ``job`` and write its outputs (atomically). ``maps``: already analysed
     :class:`~sapiens_blender.core.maps.Maps` for a photo; otherwise a photo is analysed through
-    ``job['server']``. Returns ``{"ok": True, "summary", "seconds", "timings"}`` or
+    ``job['server']``. Returns ``{"ok": True, "summary", "report", "seconds", "timings"}``
+    (``report``: ``BuildResult.to_dict()``, JSON-ready) or
     ``{"ok": False, "error"}``: one bad input must not end the batch."""
     start = time.perf_counter()
     try:
@@ -44,7 +45,7 @@ def build_job(job: dict, maps=None) -> dict:
         export_start = time.perf_counter()
         api.export_all(job["outputs"], result)  # all formats or none
         timings["export"] = time.perf_counter() - export_start
-        return {"ok": True, "summary": result.summary(), "seconds": time.perf_counter() - start,
+        return {"ok": True, "summary": result.summary(), "report": result.to_dict(), "seconds": time.perf_counter() - start,
                 "timings": timings}
     except Exception as exc:  # reported per input; the batch goes on
         traceback.print_exc()

@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The build's typed report: the lines the CLI prints and the JSON it stores."""
+
+import json
+
+import numpy as np
+
+from sapiens_blender.core.build_report import BodyReport, BuildReport, PersonReport, SkinningReport
+
+
+def test_products_are_noted_once_as_built_or_kept():
+    report = PersonReport()
+    for product, built in (("mesh", True), ("mesh", False), ("armature", False), ("mesh", True)):
+        report.note_product(product, built)
+    assert report.built == ["mesh"] and report.kept == ["armature"]
+
+
+def test_lines_for_a_relief_mesh_with_skinning_notes_and_warnings():
+    report = PersonReport(kept=["mesh"], vertices=120, faces=200, parts=["torso", "head"], bones=17,
+                          skinning=SkinningReport(method="parts", vertices=120, fallback_vertices=120),
+                          notes=["2 of 17 bones are estimated"], warnings=["3 vertices have no bone weight"])
+    assert report.lines(4, has_mesh=True) == [
+        "  person 4: 120 vertices, 200 faces, 2 parts, 17 bones, skinning parts (kept: mesh)",
+        "    note: 2 of 17 bones are estimated",
+        "    warning: 3 vertices have no bone weight",
+    ]
+
+
+def test_lines_for_the_body_alone():
+    body = BodyReport(mode="clothed", vertices=14000, faces=28000, bones=163, parts=["head"],
+                      clothing={"max_thickness_m": 0.0312})
+    report = PersonReport(body=body, warnings=["no depth"])
+    assert report.lines(1, has_mesh=False) == [
+        "  person 1: body (clothed), 14000 vertices, 163 bones, 1 part materials, clothing up to 3.1 cm",
+        "    warning: no depth",
+    ]
+
+
+def test_to_dict_is_json_ready_and_leaves_out_what_is_not_there():
+    report = PersonReport(vertices=np.int64(10), surface={"islands_removed": np.int32(2), "reprojection_px": np.float32("nan")},
+                          skinning=SkinningReport(method="auto", vertices=10, max_influences=4))
+    out = json.loads(json.dumps(report.to_dict(), allow_nan=False))
+    assert out["vertices"] == 10 and out["surface"] == {"islands_removed": 2, "reprojection_px": None}
+    assert out["skinning"] == {"method": "auto", "vertices": 10, "fallback_vertices": 0,
+                               "unweighted_vertices": 0, "max_influences": 4}
+    assert "body" not in out
+    build = BuildReport(source="photo.jpg", metric=False, size=(640, 480), added=["world"], warning="relative")
+    assert json.loads(json.dumps(build.to_dict()))["size"] == [640, 480]
