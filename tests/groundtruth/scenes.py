@@ -57,23 +57,10 @@ COCO_NAMES = ("nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_sh
 
 
 def _bone_class(bone: str) -> str:
-    """Sapiens2 part class of an anny bone (the person's left is anny's .L)."""
-    side = "Left" if bone.endswith(".L") else "Right"
-    if bone.startswith(("upperleg",)):
-        return f"{side}_Upper_Leg"
-    if bone.startswith("lowerleg"):
-        return f"{side}_Lower_Leg"
-    if bone.startswith(("foot", "toe")):
-        return f"{side}_Foot"
-    if bone.startswith(("shoulder01", "upperarm")):
-        return f"{side}_Upper_Arm"
-    if bone.startswith("lowerarm"):
-        return f"{side}_Lower_Arm"
-    if bone.startswith(("wrist", "finger", "metacarpal")):
-        return f"{side}_Hand"
-    if bone.startswith(("neck", "head", "eye")):
-        return "Face_Neck"
-    return "Torso"  # root, pelvis, spine, clavicle
+    """Sapiens2 part class of an anny bone: the product's own table (inference_server.fit)."""
+    from inference_server.fit.correspondences import part_of_bone
+
+    return part_of_bone(bone)
 
 
 # Keypoints anny regresses on (or just under) the skin, not at a joint centre.
