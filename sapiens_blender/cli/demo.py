@@ -159,4 +159,4 @@ def _print_summary(photo, maps, model_info, result, written, timings, total) -> 
     print("seconds per stage: " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items())
           + f" (build: {build_stages}); total {total:.2f}")
     for path in written:
-        print(f"wrote {path}")
+        print(f"wrote {Path(path).resolve()}")  # one form for every file
