@@ -128,7 +128,25 @@ class BodyFitter:
         self._sample_class = torch.as_tensor(cls)[self._sample]
         self._j = {n: i for i, n in enumerate(JOINT_NAMES)}
         self.shape_scale = self._shape_preconditioner()
+        self.neutral = self._neutral_pose()
         self._torso = [self._j[n] for n in ("left_shoulder", "right_shoulder", "left_hip", "right_hip")]
+
+    def _neutral_pose(self) -> torch.Tensor:
+        """anny's own neutral standing posture (its reference pose: identity in its 'local-ref'
+        parameterisation) as rotations from the rest pose [B,3]. The bones the fit does not turn
+        (pelvis, twist segments, metacarpals, toes) keep it: at the rest pose instead, the hips
+        and legs of a standing person were a few millimetres to centimetres off."""
+        import roma
+
+        with torch.no_grad():
+            out = self.body.anny()
+            w, p = out["bone_poses"][0], out["rest_bone_poses"][0]
+            par = self.body.parents
+            rot = torch.zeros((len(par), 3), dtype=self.settings.dtype)
+            for c in range(1, len(par)):
+                local = torch.linalg.inv(torch.linalg.inv(p[par[c]]) @ p[c]) @ torch.linalg.inv(w[par[c]]) @ w[c]
+                rot[c] = roma.rotmat_to_rotvec(local[:3, :3].to(rot.dtype))
+        return rot
 
     def _shape_preconditioner(self) -> torch.Tensor:
         """Per phenotype, a logit scale that makes a unit step move the body about as much as a
@@ -189,7 +207,7 @@ class _Problem:
         self.dt = dt
         b = fitter.body
         nb = fitter.nbones
-        self.pose = torch.zeros((1, nb, 3), dtype=dt)
+        self.pose = fitter.neutral[None].clone()  # the bones not fitted keep anny's neutral posture
         self.pose_free = torch.zeros((len(fitter._free), 3), dtype=dt, requires_grad=True)
         self.pose_fingers = torch.zeros((len(fitter._fingers), 3), dtype=dt, requires_grad=True)
         self.shape_logit = torch.zeros((1, 6), dtype=dt, requires_grad=True)

@@ -78,7 +78,7 @@ def test_a_half_body_portrait_gets_neutral_standing_legs(results, body):
     assert estimated["left_ankle"] and estimated["right_knee"]
 
 
-@pytest.mark.parametrize("name,hidden,jmean", [("relative_depth", 3.5, 6.0), ("no_depth", 3.5, 7.5)])
+@pytest.mark.parametrize("name,hidden,jmean", [("relative_depth", 6.0, 9.0), ("no_depth", 3.5, 7.5)])
 def test_without_metric_depth_the_body_is_still_placed(results, name, hidden, jmean):
     fit, _maps, _bodies, rows = results[name]
     rep = json.loads(str(fit["reports"][0]))
