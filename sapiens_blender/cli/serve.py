@@ -30,7 +30,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    token = os.environ.get("SAPIENS_TOKEN", "").strip() or secrets.token_urlsafe(32)
+    token = os.environ.get("SAPIENS_TOKEN", "").strip() or secrets.token_hex(32)  # hex: a token never starts with "-" (a CLI would read it as an option)
     env = {**os.environ, "SAPIENS_TOKEN": token}
     # --parent-pid: should this wrapper be killed outright, the server does not outlive it.
     command = [args.python, "-m", "inference_server", "--host", args.host,

@@ -203,7 +203,7 @@ class ServerProcess:
 
     def _spawn(self) -> None:
         python = self._resolve_python()
-        self.token = secrets.token_urlsafe(32)
+        self.token = secrets.token_hex(32)  # hex: a token never starts with "-" (a CLI would read it as an option)
         self.info, self._ready_line, self._client = {}, None, None
         self._ready_event.clear()
         self.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

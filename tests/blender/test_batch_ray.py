@@ -87,7 +87,7 @@ def local_outputs(inputs, tmp_path_factory):
     out = tmp_path_factory.mktemp("local")
     try:
         proc = batch(inputs, out, "--format", "glb,blend", "--jobs", "2", "--model", "ellipsoid",
-                     "--server", manager.url, "--token", client.token)
+                     "--server", manager.url, f"--token={client.token}")
     finally:
         manager.stop()
     assert proc.returncode == 1 and "failed: broken.jpg:" in proc.stderr, proc.stderr

@@ -111,7 +111,7 @@ def server_env(token: str | None) -> dict:
 def start_server(tmp_path: Path, *args: str, token: str | None = "auto",
                  timeout: float = 60, env: dict | None = None) -> Server:
     """Start ``python -m inference_server --port 0 ARGS`` and wait for its ready line."""
-    token = secrets.token_urlsafe(24) if token == "auto" else token
+    token = secrets.token_hex(24) if token == "auto" else token
     log_file = tmp_path / f"server-{secrets.token_hex(4)}.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "inference_server", "--port", "0", "--log-file", str(log_file),

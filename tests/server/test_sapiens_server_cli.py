@@ -27,7 +27,7 @@ def hub_env(cache) -> dict:
 
 @pytest.fixture(scope="module")
 def sapiens_server(tiny_hub, tmp_path_factory):
-    token = secrets.token_urlsafe(16)
+    token = secrets.token_hex(16)
     env = {**server_env(token), **hub_env(tiny_hub)}
     srv = start_server(tmp_path_factory.mktemp("sapiens-server"), "--parent-pid", str(os.getpid()),
                        token=token, env=env, timeout=120)
