@@ -43,7 +43,7 @@ def cache_ready() -> bool:
     return d.is_dir() and any(d.iterdir())
 
 
-def _rotvec_to_matrix(rotvec: torch.Tensor) -> torch.Tensor:
+def rotvec_to_matrix(rotvec: torch.Tensor) -> torch.Tensor:
     """Rodrigues' formula, smooth at zero (the fit starts at zero rotations)."""
     theta2 = (rotvec * rotvec).sum(-1, keepdim=True)
     theta = torch.sqrt(theta2 + 1e-12)
@@ -239,7 +239,7 @@ class BodyModel:
 
         p, b = rotvecs.shape[:2]
         delta = torch.zeros((p, b, 4, 4), dtype=rotvecs.dtype, device=rotvecs.device)
-        delta[..., :3, :3] = _rotvec_to_matrix(rotvecs)
+        delta[..., :3, :3] = rotvec_to_matrix(rotvecs)
         delta[..., 3, 3] = 1.0
         delta = torch.cat([rest_poses[:, :1], delta[:, 1:]], 1)
         m = self.anny

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .body_model import BodyModel
+from . import start
+from .body_model import BodyModel, rotvec_to_matrix
 from .correspondences import JOINT_NAMES
 from .observations import PersonObservation, class_index_of_vertices
 
@@ -57,15 +58,12 @@ _BONE_EVIDENCE = {
 
 @dataclass
 class FitSettings:
-    # Holding the shape while the pose settles looked cheaper but got stuck (worse joints and
-    # height on the ground truth): the skeleton stage runs with everything free.
-    skeleton_steps: int = 0  # L-BFGS iterations, shape held
-    skeleton_shape_steps: int = 40  # L-BFGS iterations, shape free
+    # L-BFGS iterations of the skeleton stage, shape free from the start (holding the shape
+    # while the pose settled was cheaper but got stuck: worse joints and height on the ground truth)
+    skeleton_steps: int = 40
     surface_steps: int = 10  # L-BFGS iterations per round
     surface_rounds: int = 4
-    refresh_every: int = 5
-    shape_every: int = 4  # skeleton stage: a shape step every N steps (pose-only steps between)
-    shape_every_dense: int = 0  # surface stage: 0 = shape held
+    refresh_every: int = 5  # plain baseline: surface correspondences refreshed every N steps
     mesh_samples: int = 4000
     plain: bool = False  # the baseline: no closed-form start, no stages, full mesh, plain Adam
     plain_steps: int = 400
@@ -91,25 +89,6 @@ class PersonFit:
     report: dict = field(default_factory=dict)
 
 
-def _rodrigues(v: torch.Tensor) -> torch.Tensor:
-    from .body_model import _rotvec_to_matrix
-
-    return _rotvec_to_matrix(v)
-
-
-def _kabsch(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rotation R and translation t minimising |R src + t - dst| (rows are points)."""
-    cs, cd = src.mean(0), dst.mean(0)
-    u, _, vt = np.linalg.svd((src - cs).T @ (dst - cd))
-    d = np.sign(np.linalg.det(vt.T @ u.T))
-    r = vt.T @ np.diag([1, 1, d]) @ u.T
-    return r, cd - r @ cs
-
-
-# anny's model frame (Z up, facing -Y) seen by a camera it faces: x = X, y = -Z, z = Y.
-_FACING_CAMERA = np.array([[1.0, 0, 0], [0, 0, -1.0], [0, 1.0, 0]])
-
-
 class BodyFitter:
     def __init__(self, body: BodyModel, settings: FitSettings | None = None):
         self.body = body
@@ -126,10 +105,8 @@ class BodyFitter:
         step = max(1, nv // self.settings.mesh_samples)
         self._sample = torch.arange(0, nv, step)
         self._sample_class = torch.as_tensor(cls)[self._sample]
-        self._j = {n: i for i, n in enumerate(JOINT_NAMES)}
         self.shape_scale = self._shape_preconditioner()
         self.neutral = self._neutral_pose()
-        self._torso = [self._j[n] for n in ("left_shoulder", "right_shoulder", "left_hip", "right_hip")]
 
     def _neutral_pose(self) -> torch.Tensor:
         """anny's own neutral standing posture (its reference pose: identity in its 'local-ref'
@@ -167,7 +144,6 @@ class BodyFitter:
     def fit(self, obs: PersonObservation, cancel=None) -> PersonFit:
         start = time.perf_counter()
         s = self.settings
-        dt = s.dtype
         prob = _Problem(self, obs)
         if s.plain:
             prob.init_plain()
@@ -175,9 +151,7 @@ class BodyFitter:
             stages = {"plain": steps}
         else:
             prob.init_closed_form()
-            # Pose and placement first with the average shape (cheap evaluations), then all.
-            n1 = prob.run_lbfgs(s.skeleton_steps, dense=False, shape=False, cancel=cancel)
-            n1 += prob.run_lbfgs(s.skeleton_shape_steps, dense=False, cancel=cancel)
+            n1 = prob.run_lbfgs(s.skeleton_steps, dense=False, cancel=cancel)
             n2 = prob.run_lbfgs(s.surface_steps, dense=True, rounds=s.surface_rounds, shape=False,
                                 cancel=cancel)
             # The body's size and girth only the surface tells well: a round on the shape and
@@ -269,7 +243,7 @@ class _Problem:
         return torch.sigmoid(self.shape_logit * self.f.shape_scale)
 
     def placement(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return _rodrigues(self.root_rot) @ self.r0, self.t0 + self.root_t
+        return rotvec_to_matrix(self.root_rot) @ self.r0, self.t0 + self.root_t
 
     def to_camera(self, x: torch.Tensor) -> torch.Tensor:
         r, t = self.placement()
@@ -286,56 +260,10 @@ class _Problem:
             return self.f.body.skeleton(self.phenotypes(), self.rotvecs()).joints[0].double().numpy()
 
     def init_closed_form(self) -> None:
-        obs = self.obs
-        rest = self._rest_joints()
-        torso = [j for j in self.f._torso if obs.weights[j] > 0]
-        k = obs.intrinsics
-        use = [j for j in range(len(JOINT_NAMES)) if obs.weights[j] > 0]
-        if obs.metric and len([j for j in torso if np.isfinite(obs.lifted[j])]) >= 3:
-            sel = [j for j in use if np.isfinite(obs.lifted[j]) and self.obs.lifted_two_sided[j]] or \
-                  [j for j in use if np.isfinite(obs.lifted[j])]
-            z = obs.lifted[sel] + obs.joint_radius[sel]
-        else:
-            sel = use
-            z = np.full(len(sel), self._distance_from_size(rest, use))
-        dst = np.stack([(obs.keypoints[sel, 0] - k[0, 2]) / k[0, 0] * z,
-                        (obs.keypoints[sel, 1] - k[1, 2]) / k[1, 1] * z, z], 1)
-        if len(sel) >= 3:
-            r, t = _kabsch(rest[sel], dst)
-            # A body seen from behind and from the front project alike when all points share one
-            # depth: keep the facing whose left/right order matches the keypoints'.
-            if not obs.metric:
-                r = self._facing_from_sides(r, rest, sel, dst)
-                t = dst.mean(0) - r @ rest[sel].mean(0)
-        else:
-            r = _FACING_CAMERA
-            t = dst.mean(0) - r @ rest[sel].mean(0)
-        self.r0 = torch.as_tensor(r, dtype=self.dt)
-        self.t0 = torch.as_tensor(t, dtype=self.dt)
-        if obs.has_depth and not obs.metric:
+        r, t = start.closed_form(self.obs, self._rest_joints())
+        self.r0, self.t0 = torch.as_tensor(r, dtype=self.dt), torch.as_tensor(t, dtype=self.dt)
+        if self.obs.has_depth and not self.obs.metric:
             self._init_depth_scale()
-
-    def _facing_from_sides(self, r, rest, sel, dst):
-        # Keep the rotation's up vector, choose the yaw that puts the person's left where the
-        # left keypoints are (the shoulders' x order in the image).
-        j = self.f._j
-        l, rr = j["left_shoulder"], j["right_shoulder"]
-        if self.obs.weights[l] > 0 and self.obs.weights[rr] > 0:
-            left_is_right_in_image = self.obs.keypoints[l, 0] > self.obs.keypoints[rr, 0]
-            x_axis = r[:, 0]  # the person's left in the camera frame
-            if (x_axis[0] > 0) != left_is_right_in_image:
-                flip = np.diag([-1.0, 1.0, -1.0])  # half a turn about the body's up (Z)
-                r = r @ flip
-        return r
-
-    def _distance_from_size(self, rest, use) -> float:
-        """Camera distance at which the rest body's joint spread matches the keypoints'."""
-        k = self.obs.intrinsics
-        pts = self.obs.keypoints[use]
-        px = np.sqrt(((pts - pts.mean(0)) ** 2).sum(1).mean())
-        m = rest[use][:, [0, 2]]  # width and height in the model frame (facing the camera)
-        metres = np.sqrt(((m - m.mean(0)) ** 2).sum(1).mean())
-        return float(np.clip(k[0, 0] * metres / max(px, 1e-3), 0.3, 50.0))
 
     def _init_depth_scale(self) -> None:
         """Relative depth: the scale that puts the observed torso at the body's torso depth."""
@@ -351,17 +279,8 @@ class _Problem:
         self.log_depth_scale.data.fill_(np.log(max(scale, 1e-6)))
 
     def init_plain(self) -> None:
-        """The baseline's start: the rest body facing the camera at the silhouette's place."""
-        obs = self.obs
-        rest = self._rest_joints()
-        use = [j for j in range(len(JOINT_NAMES)) if obs.weights[j] > 0]
-        z = float(np.nanmedian(obs.points[:, 2])) if obs.has_depth and len(obs.points) else \
-            self._distance_from_size(rest, use)
-        k = obs.intrinsics
-        c = obs.cover_pixels.mean(0)
-        centre = np.array([(c[0] - k[0, 2]) / k[0, 0] * z, (c[1] - k[1, 2]) / k[1, 1] * z, z])
-        self.r0 = torch.as_tensor(_FACING_CAMERA, dtype=self.dt)
-        self.t0 = torch.as_tensor(centre - _FACING_CAMERA @ rest.mean(0), dtype=self.dt)
+        r, t = start.facing_the_camera(self.obs, self._rest_joints())
+        self.r0, self.t0 = torch.as_tensor(r, dtype=self.dt), torch.as_tensor(t, dtype=self.dt)
 
     # --- terms ---------------------------------------------------------------------------
     def keypoint_terms(self, joints_model: torch.Tensor, lift: float = 1.0) -> torch.Tensor:
@@ -488,23 +407,6 @@ class _Problem:
                 self.surface_terms(self.to_camera(sample[0]))
         joints = self.f.body.skeleton(rs, rot).joints[0]
         return self.keypoint_terms(joints) + self.prior_terms()
-
-    def run(self, steps: int, dense: bool, cancel=None) -> None:
-        if steps <= 0:
-            return
-        opt = torch.optim.Adam(self._params(dense))
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps, eta_min=0.1 * 0.04)
-        self._nn = None
-        every = self.f.settings.shape_every_dense if dense else self.f.settings.shape_every
-        self._rest = {}
-        for i in range(steps):
-            if cancel is not None:
-                cancel.check()
-            self._step = i
-            opt.zero_grad(set_to_none=True)
-            self.loss(dense, with_shape=every > 0 and i % every == every - 1).backward()
-            opt.step()
-            sched.step()
 
     def run_lbfgs(self, iterations: int, dense: bool, rounds: int = 1, cancel=None,
                   only=None, shape: bool = True) -> int:
