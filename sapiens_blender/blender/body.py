@@ -19,6 +19,7 @@ from mathutils import Matrix
 from ..core.body import local_pose_quaternions
 from ..core.geometry.types import CAMERA_TO_BLENDER
 from .context import preserved_selection, select_only
+from .armature import new_armature_in_edit_mode
 from .mesh import UV_LAYER
 
 MIN_BONE_LENGTH = 1e-3  # Blender drops zero-length bones
@@ -62,14 +63,7 @@ def build_body_armature(bone_names, parents, rest_matrices: np.ndarray, rest_tai
     rest = np.asarray(rest_matrices, np.float64)
     length = np.linalg.norm(np.asarray(rest_tails, np.float64) - rest[:, :3, 3], axis=1)
     length = np.maximum(length, MIN_BONE_LENGTH)
-    data = bpy.data.armatures.new(name)
-    data.display_type = "OCTAHEDRAL"
-    obj = bpy.data.objects.new(name, data)
-    obj.show_in_front = True
-    collection.objects.link(obj)
-    with preserved_selection() as view_layer:
-        select_only(view_layer, [obj], obj)
-        bpy.ops.object.mode_set(mode="EDIT")
+    with new_armature_in_edit_mode(name, collection, "OCTAHEDRAL") as (obj, data):
         bones = []
         for i, bone_name in enumerate(bone_names):  # one step per bone (~100), edit bones have no bulk API
             eb = data.edit_bones.new(bone_name)
@@ -80,7 +74,6 @@ def build_body_armature(bone_names, parents, rest_matrices: np.ndarray, rest_tai
         for i, parent in enumerate(parents):
             if parent >= 0:
                 bones[i].parent = bones[parent]
-        bpy.ops.object.mode_set(mode="OBJECT")
     return obj
 
 
