@@ -183,6 +183,9 @@ def animate(
     name: str | None = None,
     progress=None,
     cancel_event=None,
+    rig: str = "body",
+    body_mode: str = "clothed",
+    rig_names: str = "anny",
 ):
     """A clip (video file or folder of frames; with ``maps_dir`` a folder of maps .npz, no server)
     -> per-track relief armatures with baked actions, the clip's camera, scene fps and range;
@@ -190,10 +193,17 @@ def animate(
 
     ``start``/``end`` (exclusive)/``stride`` select input frames (counted from 0); ``fps``
     overrides the input's rate (a folder has none: 25). ``offline`` smooths with the whole clip
-    instead of 2 frames of look-ahead. ``mesh``: each armature carries the relief mesh of its
-    person's best-measured frame (skinned). ``progress(done, total or None, message)`` is called per
-    frame; setting ``cancel_event`` stops it (RequestCancelled). Returns the
-    ``blender.animation.AnimationResult`` with ``.animation`` (the core data) and ``.written``.
+    instead of 2 frames of look-ahead.
+
+    ``rig`` 'body' (default): each person is the fitted body (fitted once on their best-seen
+    frame, then posed on every frame by the server, core/motion/body_drive.py; ``body_mode``
+    'clothed' or 'minimal', bone names ``rig_names``); a person the server cannot fit (or a
+    server without the fit) keeps the relief armature, and a note says so. ``rig`` 'relief':
+    the relief armature, which with ``maps_dir`` needs no server; ``mesh`` then gives it the
+    relief mesh of the person's best-measured frame (skinned).
+    ``progress(done, total or None, message)`` is called per frame; setting ``cancel_event``
+    stops it (RequestCancelled). Returns the ``blender.animation.AnimationResult`` with
+    ``.animation`` (the core data, ``.source`` says what moves) and ``.written``.
     """
     from .blender.animation import build_animation
     from .core.motion import joints_file
@@ -206,31 +216,31 @@ def animate(
         outputs = [outputs]
     for out in outputs or ():
         _export.export_format(out)  # a bad suffix fails before minutes of analysis
+    if rig not in ("body", "relief"):
+        raise ValueError(f"rig must be 'body' or 'relief', got {rig!r}")
     source = open_source(clip, FrameRange(start, end, stride), fps, maps=maps_dir)
     options = AnimateOptions(smoothing=SmoothingOptions(lag=None if offline else 2))
 
     def run(client):
-        return run_clip(source, server_analyzer(client, model, max_side, cancel_event), parallel=parallel,
-                        options=options, progress=progress, cancel_event=cancel_event)
+        animation = run_clip(source, server_analyzer(client, model, max_side, cancel_event), parallel=parallel,
+                             options=options, progress=progress, cancel_event=cancel_event)
+        if rig == "body":
+            from .core.motion.body_drive import drive_bodies, server_body_driver
 
-    if maps_dir:
-        animation = run(None)
-    elif server:
-        from .core.client import V2Client
+            drive_bodies(animation, *server_body_driver(client, cancel_event=cancel_event), progress=progress)
+        return animation
 
-        with V2Client(server, token) as client:
-            animation = run(client)
+    if maps_dir and rig == "relief":
+        animation = run(None)  # maps in, relief armature out: no server at all
     else:
-        from .core.server_process import ServerProcess
-
-        with ServerProcess() as local:
-            animation = run(local.ensure_running())
+        animation = _with_server(run, server, token)
     if save_joints:
         joints_file.write(save_joints, animation)
     blend_only = bool(outputs) and all(Path(o).suffix.lower() == ".blend" for o in outputs)
     result = build_animation(animation, name or Path(clip).stem,
                              background=None if maps_dir or not background else clip, mesh=mesh,
-                             normal_space="OBJECT" if blend_only else "TANGENT")
+                             normal_space="OBJECT" if blend_only else "TANGENT", body_mode=body_mode,
+                             rig_names=rig_names)
     result.animation = animation
     result.written = [_export.export(out, result.objects, animation=True) for out in outputs or ()]
     return result

@@ -29,6 +29,15 @@ FIT_INPUTS = {  # name: (datatype, shape, required)
     "image": ("UINT8", [-1, -1, 3], False),
 }
 MAX_PEOPLE = 16
+MOTION_INPUTS = {  # body_motion: one track of a clip (docs/body_format.md, "A body through a clip")
+    "phenotypes": ("FP32", [6], True),
+    "reference_bone_matrices": ("FP32", [-1, 4, 4], True),
+    "reference_placement": ("FP32", [4, 4], True),
+    "reference_frame": ("INT32", [1], True),
+    "targets": ("FP32", [-1, -1, 3], True),
+    "target_names": ("BYTES", [-1], True),
+    "weights": ("FP32", [-1, -1], True),
+}
 
 
 def _text(v) -> str:
@@ -69,10 +78,12 @@ class _BodyModelBackend(base.Backend):
     def analyze(self, image, options, progress=no_progress, cancel=None):
         raise BackendError(f"{self.name} takes maps tensors, not a photo (docs/body_format.md)", 400)
 
+    inputs_spec: dict = {}
+
     def describe(self) -> dict:
         return {"body_version": self._body.version if self._body else None,
                 "inputs": {k: {"datatype": d, "shape": s, "required": r}
-                           for k, (d, s, r) in FIT_INPUTS.items()} if self.name == "body_fit" else {}}
+                           for k, (d, s, r) in self.inputs_spec.items()}}
 
 
 class BodyTemplateBackend(_BodyModelBackend):
@@ -85,6 +96,7 @@ class BodyTemplateBackend(_BodyModelBackend):
 
 class BodyFitBackend(_BodyModelBackend):
     name = "body_fit"
+    inputs_spec = FIT_INPUTS
 
     def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
                       cancel: CancelToken | None = None) -> dict[str, np.ndarray]:
@@ -150,6 +162,59 @@ class BodyFitBackend(_BodyModelBackend):
         return out
 
 
+class BodyMotionBackend(_BodyModelBackend):
+    """One track of a clip: the fitted body posed on every frame's joints, shape held."""
+
+    name = "body_motion"
+    inputs_spec = MOTION_INPUTS
+
+    def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
+                      cancel: CancelToken | None = None) -> dict[str, np.ndarray]:
+        import json
+
+        from .motion import MAX_FRAMES, drive_body, rotvecs_from_bone_matrices
+
+        missing = [k for k, (_d, _s, req) in MOTION_INPUTS.items() if req and k not in inputs]
+        if missing:
+            raise BackendError(f"body_motion needs {missing} (docs/body_format.md)", 400)
+        arr = {k: np.asarray(inputs[k]) for k in MOTION_INPUTS}
+        names = [_text(x) for x in arr["target_names"].reshape(-1)]
+        targets, weights = arr["targets"].astype(np.float64), arr["weights"].astype(np.float64)
+        n_bones = len(self._body.bone_names)
+        problems = []
+        if arr["phenotypes"].size != 6 or not np.isfinite(arr["phenotypes"]).all():
+            problems.append(f"phenotypes must be 6 finite numbers, got shape {list(arr['phenotypes'].shape)}")
+        if arr["reference_bone_matrices"].shape != (n_bones, 4, 4):
+            problems.append(f"reference_bone_matrices must be [{n_bones},4,4], got {list(arr['reference_bone_matrices'].shape)}")
+        if arr["reference_placement"].shape != (4, 4):
+            problems.append(f"reference_placement must be [4,4], got {list(arr['reference_placement'].shape)}")
+        if targets.ndim != 3 or targets.shape[1:] != (len(names), 3):
+            problems.append(f"targets must be [T,{len(names)},3] (one column per target name), got {list(targets.shape)}")
+        elif weights.shape != targets.shape[:2]:
+            problems.append(f"weights must be {list(targets.shape[:2])}, got {list(weights.shape)}")
+        elif not 0 < len(targets) <= MAX_FRAMES:
+            problems.append(f"a track must have 1..{MAX_FRAMES} frames, got {len(targets)}")
+        if problems:
+            raise BackendError("; ".join(problems), 400)
+        ref = int(arr["reference_frame"].reshape(-1)[0])
+        if not 0 <= ref < len(targets):
+            raise BackendError(f"reference_frame {ref} is outside the track's {len(targets)} frames", 400)
+        if not np.isfinite(targets[ref]).any():
+            raise BackendError(f"the reference frame {ref} has no finite target", 422)
+        rot = rotvecs_from_bone_matrices(self._body, arr["phenotypes"], arr["reference_bone_matrices"])
+        res = drive_body(self._body, arr["phenotypes"], rot, arr["reference_placement"], targets, names,
+                         np.nan_to_num(weights, nan=0.0), ref, cancel=cancel, progress=progress)
+        f32 = lambda x: np.ascontiguousarray(x, np.float32)  # noqa: E731
+        report = {"seconds": round(res.seconds, 3), "frames": len(targets),
+                  "residual_mm_mean": round(1000 * float(res.residual_m.mean()), 2),
+                  "residual_mm_max": round(1000 * float(res.residual_m.max()), 2)}
+        return {"body_version": np.array(self._body.version), "rotvecs": f32(res.rotvecs),
+                "placement": f32(res.placement), "bone_matrices": f32(res.bone_matrices),
+                "joints": f32(res.joints), "residual_m": f32(res.residual_m),
+                "report": np.array(json.dumps(report))}
+
+
 def register_all() -> None:
     base.register("body_fit", BodyFitBackend)
+    base.register("body_motion", BodyMotionBackend)
     base.register("body_template", BodyTemplateBackend)

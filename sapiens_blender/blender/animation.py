@@ -12,6 +12,7 @@ Names: collection "Sapiens <name>", camera "Sapiens <name> camera", armature
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,13 +43,16 @@ class AnimationResult:
 
 def build_animation(animation: Animation, name: str = "clip", *, background: str | Path | None = None,
                     frame_start: int = 1, scene: bpy.types.Scene | None = None, mesh: bool = True,
-                    normal_space: str = "TANGENT") -> AnimationResult:
+                    normal_space: str = "TANGENT", body_mode: str = "clothed",
+                    rig_names: str = "anny") -> AnimationResult:
     """Camera, armatures and baked actions for ``animation`` in ``scene``; ``background`` = the
     clip (a video file, or the first image of a sequence) shown behind the camera.
 
-    With ``mesh``, each track's armature is the one of a relief build (``pipeline``) of its
-    rest frame's maps: the visible surface of that frame, skinned, moves with the action.
-    ``normal_space``: of its normal texture ('TANGENT' for glTF/FBX, 'OBJECT' for Blender).
+    A track with a fitted body (``track.body``, core/motion/body_drive.py) becomes that body
+    (``body_mode`` 'clothed' or 'minimal', bones named by ``rig_names``) with its action. Other
+    tracks: with ``mesh``, the armature of a relief build (``pipeline``) of the track's rest
+    frame's maps, whose visible surface, skinned, moves with the action; else the armature alone.
+    ``normal_space``: of the relief's normal texture ('TANGENT' for glTF/FBX, 'OBJECT' for Blender).
     """
     scene = scene or bpy.context.scene
     collection = bpy.data.collections.new(f"Sapiens {name}")
@@ -66,6 +70,15 @@ def build_animation(animation: Animation, name: str = "clip", *, background: str
     armatures, meshes = [], []
     for track in animation.tracks:
         label = f"Sapiens {name} track {track.id}"
+        keys = frame_start + np.array([position[int(f)] for f in track.frames], np.float64)
+        if track.body is not None:
+            arm, body_mesh = _fitted_body(track, f"{name} track {track.id}", collection, body_mode, rig_names)
+            arm["sapiens_track"] = int(track.id)
+            arm["sapiens_animation_source"] = track.source
+            bake_body_track(arm, track.body, keys, label)
+            armatures.append(arm)
+            meshes.append(body_mesh)
+            continue
         body = None
         if mesh and track.reference_maps is not None:
             try:
@@ -78,8 +91,7 @@ def build_animation(animation: Animation, name: str = "clip", *, background: str
         else:
             arm = build_armature(track.rest.skeleton, label, collection)
         arm["sapiens_track"] = int(track.id)
-        arm["sapiens_animation_source"] = animation.source
-        keys = frame_start + np.array([position[int(f)] for f in track.frames], np.float64)
+        arm["sapiens_animation_source"] = track.source
         bake_track(arm, track, keys, label)
         armatures.append(arm)
     scene.frame_set(frame_start)
@@ -108,6 +120,46 @@ def _relief_body(track: TrackAnimation, name: str, collection, normal_space: str
     bpy.data.objects.remove(result.camera)
     bpy.data.collections.remove(root)
     return person.armature, person.mesh
+
+
+def _fitted_body(track: TrackAnimation, name: str, collection, mode: str, rig_names: str):
+    """(armature, mesh) of the track's fitted body, built like ``build --body`` from the fitted
+    frame's maps (photo texture, part materials, clothing), the armature at that frame's place."""
+    from .body import build_person_body
+
+    tb = track.body
+    body_mesh, arm, report, _images = build_person_body(
+        tb.template, tb.fit, tb.person_id, track.reference_maps, mode=mode, rig_names=rig_names,
+        label=f"Sapiens {name} body", collection=collection)
+    arm["sapiens_body_fit"] = json.dumps(report.fit) if report.fit else "{}"
+    return arm, body_mesh
+
+
+def bake_body_track(arm: bpy.types.Object, body, keys: np.ndarray, action_name: str):
+    """One action on the fitted body's armature: every bone's rotation_quaternion and the root's
+    location (the root motion), a key per frame. Bones in the template's order; the armature's
+    names and hierarchy may be renamed (``rig_names``), the order is the same."""
+    from ..core.body_rig import retarget_rig
+
+    names, parents = retarget_rig(body.template.bone_names, body.template.bone_parents,
+                                  arm.get("sapiens_rig_names", "anny"))
+    quats, locs = body.pose_channels(parents)
+    action = bpy.data.actions.new(action_name)
+    action.use_fake_user = True
+    arm.animation_data_create()
+    arm.animation_data.action = action
+    # Roots carry the motion through the clip; other heads ride on their parents, except where
+    # a renamed rig re-parented a bone (its head then moves in its new parent's frame).
+    keyed_location = (np.asarray(parents) < 0) | (np.abs(locs).max(axis=(0, 2)) > 1e-6)
+    for b, bone in enumerate(names):
+        arm.pose.bones[bone].rotation_mode = "QUATERNION"
+        path = f'pose.bones["{bone}"].rotation_quaternion'
+        for i in range(4):
+            _channel(action, arm, path, i, keys, quats[:, b, i], bone)
+        if keyed_location[b]:
+            for i in range(3):
+                _channel(action, arm, f'pose.bones["{bone}"].location', i, keys, locs[:, b, i], bone)
+    return action
 
 
 def set_scene_timing(scene, fps: float, frame_start: int, count: int) -> None:

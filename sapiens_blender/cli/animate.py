@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """`sapiens-blender animate CLIP -o OUT.glb|.fbx|.blend`: a video (or a folder of frames, or of
-maps with --maps-dir) -> one armature per person followed through the clip, with a baked action,
-the clip's camera and the scene's fps and range; written with the animation."""
+maps with --maps-dir) -> per person followed through the clip, the fitted body (or the relief
+armature) with a baked action, the clip's camera and the scene's fps and range; written with the
+animation."""
 
 from __future__ import annotations
 
@@ -36,8 +37,17 @@ def register(subparsers) -> None:
     p.add_argument("--server", metavar="URL", help="use a running server instead of starting one")
     p.add_argument("--token", help="the server's token (with --server; default $SAPIENS_TOKEN)")
     p.add_argument("--no-background", action="store_true", help="do not put the clip behind the camera")
+    p.add_argument("--rig", choices=("body", "relief"), default="body",
+                   help="what moves: 'body' = the fitted body, fitted once per person and posed on "
+                        "every frame (default; people it cannot fit keep the relief armature, and a "
+                        "note says so), 'relief' = the armature of the joints (with --maps-dir: no server)")
+    p.add_argument("--body", choices=("clothed", "minimal"), default="clothed",
+                   help="with --rig body: the clothing carried onto the body (default) or the body alone")
+    p.add_argument("--rig-names", choices=("anny", "rigify", "mixamo", "unreal"), default="anny",
+                   help="with --rig body: bone names for retargeting tools (default anny's)")
     p.add_argument("--no-mesh", action="store_true",
-                   help="armatures only (default: each carries the relief mesh of its best-seen frame)")
+                   help="with --rig relief: armatures only (default: each carries the relief mesh "
+                        "of its best-seen frame)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -83,7 +93,7 @@ def run(args) -> int:
         bar.total = total or "?"
         bar.index = done
         bar.name = ""
-        bar.update("analysis", done / total if total else None, message)
+        bar.update("body" if "body" in message else "analysis", done / total if total else None, message)
 
     started = time.perf_counter()
     try:
@@ -94,7 +104,7 @@ def run(args) -> int:
             save_joints=args.save_joints, server=args.server,
             token=args.token or os.environ.get("SAPIENS_TOKEN"), parallel=args.parallel,
             max_side=args.max_side, background=not args.no_background, mesh=not args.no_mesh,
-            progress=progress)
+            progress=progress, rig=args.rig, body_mode=args.body, rig_names=args.rig_names)
     except (FrameSourceError, MapsError, SapiensServerError, ExportError, AnimationJointsError,
             OSError, ValueError) as exc:
         bar.finish_line()
@@ -107,7 +117,7 @@ def run(args) -> int:
           f"track(s), driving the {animation.source}; {len(animation.frames) / seconds:.2f} frames/s")
     for track in animation.tracks:
         print(f"  track {track.id}: frames {int(track.frames[0])}-{int(track.frames[-1])}, "
-              f"seen in {int(track.seen.sum())}")
+              f"seen in {int(track.seen.sum())}, {track.source}")
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if not animation.tracks:

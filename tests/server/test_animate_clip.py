@@ -69,9 +69,12 @@ def test_animate_cli_on_a_video_through_the_server(server, clip, tmp_path):
     out = subprocess.run([sys.executable, "-c", entry, "animate", str(video), "-o", str(tmp_path / "pan.fbx"),
                           "--model", "mediapipe", "--server", f"http://{server.url}", "--token", server.token,
                           "--start", "2", "--stride", "2", "--save-joints", str(tmp_path / "pan.json"),
-                          "--no-mesh", "-q"], capture_output=True, text=True, timeout=300)
+                          "-q"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "5 frames at 12.5 fps, 1 track(s), driving the relief armature" in out.stdout
+    assert "5 frames at 12.5 fps, 1 track(s), driving the fitted body" in out.stdout
     doc = json.loads((tmp_path / "pan.json").read_text())
     assert [f["frame"] for f in doc["frames"]] == [2, 4, 6, 8, 10]
+    assert doc["source"] == "fitted body"
+    joints = doc["frames"][0]["people"][0]["joints"]
+    assert {"left_wrist", "right_knee", "nose"} <= set(joints)  # the body's joints, joints-file names
     assert (tmp_path / "pan.fbx").stat().st_size > 10000

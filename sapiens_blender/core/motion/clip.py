@@ -53,6 +53,13 @@ class TrackAnimation:
     # mask id in them: what the relief mesh is built from. None when the source kept no maps.
     reference_maps: Maps | None = None
     reference_person: int | None = None
+    reference_frame: int | None = None  # position in the track of the reference maps' frame
+    # The fitted body driven through the track (core.motion.body_drive.TrackBody), when there is one.
+    body: object | None = None
+
+    @property
+    def source(self) -> str:
+        return "fitted body" if self.body is not None else "relief armature"
 
 
 @dataclass
@@ -63,7 +70,7 @@ class Animation:
     height: int
     frames: list[int]  # frame numbers analysed (input order)
     tracks: list[TrackAnimation]
-    source: str  # what the tracks drive: "relief armature" or "fitted body"
+    source: str  # what the tracks drive: "relief armature", "fitted body" or a mix (body_drive)
     joint_names: tuple[str, ...]
     notes: list[str] = field(default_factory=list)
 
@@ -161,7 +168,8 @@ class ClipAnimator:
         posed = pose_frames(joints, rest.lengths, rest)
         frames = np.asarray(self.frames[first:last + 1])
         return TrackAnimation(track.id, frames, joints, est | ~seen[:, None], seen, rest, posed,
-                              contacts, payloads, ref[2] if ref else None, ref[3] if ref else None)
+                              contacts, payloads, ref[2] if ref else None, ref[3] if ref else None,
+                              reference)
 
 
 def _smooth_along_rays(raw: np.ndarray, est: np.ndarray, conf: np.ndarray, options: SmoothingOptions,

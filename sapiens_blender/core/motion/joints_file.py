@@ -28,15 +28,37 @@ def to_document(animation: Animation) -> dict:
     k = np.asarray(animation.intrinsics, np.float64)
     by_frame: dict[int, list] = {f: [] for f in animation.frames}
     for track in animation.tracks:
+        names, xyz, estimated = track_joints(track, animation.joint_names)
         for t, frame in enumerate(track.frames):
-            joints = {n: {"xyz": [round(float(c), 5) for c in track.joints[t, j]],
-                          "estimated": bool(track.estimated[t, j])}
-                      for j, n in enumerate(animation.joint_names)}
+            joints = {n: {"xyz": [round(float(c), 5) for c in xyz[t, j]], "estimated": bool(estimated[t, j])}
+                      for j, n in enumerate(names)}
             by_frame[int(frame)].append({"id": int(track.id), "joints": joints})
     return {"fps": float(animation.fps),
             "intrinsics": [float(k[0, 0]), float(k[1, 1]), float(k[0, 2]), float(k[1, 2])],
             "source": animation.source,
             "frames": [{"frame": int(f), "people": people} for f, people in sorted(by_frame.items())]}
+
+
+def track_joints(track, motion_names) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(names, xyz [T,J,3], estimated [T,J]) of what the track's rig shows: the fitted body's
+    joints (the names the joints file knows) when a body drives the track, else the smoothed
+    joints. A body joint is estimated where the person was not seen, where the fitted frame did
+    not see it, or where the tracker filled the joint of the same name."""
+    if track.body is None:
+        return list(motion_names), track.joints, track.estimated
+    from ..geometry.joints_io import KNOWN_NAMES
+
+    body = track.body
+    all_names = list(body.template.joint_names)
+    keep = [j for j, n in enumerate(all_names) if n in KNOWN_NAMES]
+    names = [all_names[j] for j in keep]
+    est = np.repeat(~track.seen[:, None], len(keep), axis=1)
+    est |= np.asarray(body.fit.joints_estimated[body.index], bool)[keep][None]
+    motion = {n: i for i, n in enumerate(motion_names)}
+    for k, n in enumerate(names):
+        if n in motion:
+            est[:, k] |= track.estimated[:, motion[n]]
+    return names, body.joints[:, keep], est
 
 
 def write(path, animation: Animation) -> Path:

