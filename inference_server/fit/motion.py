@@ -4,8 +4,10 @@ track's (smoothed) 3D joints, the shape held.
 
 The shape, the fingers and the reference pose come from one full fit (``solver``) of the track's
 best-seen frame. Every other frame is solved on the skeleton pass alone (bones + the ~100
-vertices the joint regressor reads, with the shaped rest body computed once), warm-started from
-its neighbour, outwards from the reference frame: a few L-BFGS iterations each.
+vertices the joint regressor reads, with the shaped rest body computed once), outwards from the
+reference frame, each frame warm-started from its neighbour: its placement first, in closed
+form (Kabsch on the torso), then ~10 L-BFGS iterations on pose and placement, with one
+optimiser for the whole track so the curvature learnt on the last frames steers the next.
 
 Targets are matched in two ways:
 - a name the fit knows (``correspondences.JOINT_NAMES``: shoulders, elbows, wrists, hips,
@@ -46,12 +48,13 @@ _DM = 0.1
 
 @dataclass
 class MotionSettings:
-    iterations: int = 15  # L-BFGS iterations per frame (warm-started: it converges in a few)
+    iterations: int = 10  # L-BFGS iterations per frame (warm-started, curvature carried over)
     marker_weight: float = 0.5  # a marker counts half a joint (its offset is calibrated once)
     estimated_weight: float = 0.3  # a joint the tracker filled or derived, not measured
     temporal: float = 2.0  # pull towards the previous frame's pose (per rad^2)
     torso_reference: float = 2.0  # spine and neck towards the reference frame's bends
     threads: int | None = 1
+    robust_cm: float = 1.0
 
 
 @dataclass
@@ -125,6 +128,9 @@ class _Driver:
             j = self._skeleton(self.ref_rot).joints[0]
             self.centre = 0.5 * (j[JOINT_NAMES.index("left_hip")] + j[JOINT_NAMES.index("right_hip")])
         self.torso_targets = [i for i, n in enumerate(names) if n in _TORSO_TARGETS]
+        self._vars = (torch.zeros((len(_BODY_BONES), 3), dtype=dt, requires_grad=True),
+                      torch.zeros(3, dtype=dt, requires_grad=True), torch.zeros(3, dtype=dt, requires_grad=True))
+        self._opt = None
 
     # --- the body's points for a pose ----------------------------------------------------------
     def _skeleton(self, rotvecs):
@@ -208,11 +214,13 @@ class _Driver:
         s = self.s
         w = self.weights[frame] * self.name_weight
         target = self.targets[frame]
-        pose_free = init_free.clone().requires_grad_(True)
-        rrot = init_rrot.clone().requires_grad_(True)
-        # Translation in decimetres: a unit step moves the body about as much as a unit step
-        # of the rotations (metres made L-BFGS crawl).
-        trans_dm = (init_t / _DM).requires_grad_(True)
+        pose_free, rrot, trans_dm = self._vars
+        with torch.no_grad():  # this frame's start, in the variables the optimiser keeps
+            pose_free.copy_(init_free)
+            rrot.copy_(init_rrot)
+            # Translation in decimetres: a unit step moves the body about as much as a unit
+            # step of the rotations (metres made L-BFGS crawl).
+            trans_dm.copy_(init_t / _DM)
         base = self.ref_rot.clone()
         wsum = w.sum().clamp_min(1e-6)
 
@@ -222,7 +230,7 @@ class _Driver:
             sk = self._skeleton(rot)
             pts = self._points(sk, *self._place(rrot, trans_dm * _DM))
             err = (pts - target).norm(dim=-1) * 100.0  # cm
-            loss = (w * _charbonnier(err, 1.0)).sum() / wsum
+            loss = (w * _charbonnier(err, s.robust_cm)).sum() / wsum
             d = pose_free - prior_free
             loss = loss + 0.5 * s.temporal * (d ** 2).sum() + 2.0 * (d[:, 1] ** 2).sum()  # twist carries over
             ref_free = self.ref_rot[0, self.free]
@@ -232,8 +240,7 @@ class _Driver:
             return loss
 
         if float(wsum) > 1e-6:
-            opt = torch.optim.LBFGS([pose_free, rrot, trans_dm], lr=1.0, max_iter=s.iterations, history_size=10,
-                                    line_search_fn="strong_wolfe", tolerance_grad=1e-5, tolerance_change=1e-7)
+            opt = self._optimizer()
 
             def closure():
                 opt.zero_grad(set_to_none=True)
@@ -242,7 +249,20 @@ class _Driver:
                 return loss
 
             opt.step(closure)
-        return pose_free.detach(), rrot.detach(), (trans_dm * _DM).detach()
+        return pose_free.detach().clone(), rrot.detach().clone(), (trans_dm * _DM).detach()
+
+    def _optimizer(self) -> torch.optim.LBFGS:
+        """One L-BFGS for the whole track: neighbouring frames pose nearly the same problem, so
+        the curvature it learnt on the last frames steers the first steps of the next (a fresh
+        one starts each frame with a gradient step and needed twice the iterations)."""
+        if self._opt is None:
+            self._opt = torch.optim.LBFGS(list(self._vars), lr=1.0, max_iter=self.s.iterations, history_size=10,
+                                          line_search_fn="strong_wolfe", tolerance_grad=1e-5, tolerance_change=1e-7)
+        else:
+            state = self._opt.state[self._vars[0]]
+            if "d" in state:  # no curvature pair between two frames' problems: the last step is void
+                state["d"] = torch.zeros_like(state["d"])
+        return self._opt
 
     def run(self, cancel=None, progress=None) -> MotionResult:
         started = time.perf_counter()

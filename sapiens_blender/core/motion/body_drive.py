@@ -27,7 +27,9 @@ from ..errors import (InvalidRequest, ModelNotFound, ModelNotReady, ProtocolErro
 from .clip import Animation, TrackAnimation
 from .rig import continuous_quaternions, matrix_to_quaternion
 
-MARKER_WEIGHT_ESTIMATED = 0.3  # a joint the tracker filled or derived counts this much
+# A joint the tracker filled or derived (not measured on that frame) barely counts: the body
+# holds what its fitted frame saw (the temporal prior) instead of following a guess.
+MARKER_WEIGHT_ESTIMATED = 0.05
 
 # fit(maps, people) -> (template, fit); motion(**inputs) -> the body_motion arrays
 # What costs a track its body but not the clip: a server without the fit (ModelNotFound), a
