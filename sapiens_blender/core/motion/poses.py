@@ -6,10 +6,8 @@ A pose source turns one frame's maps into :class:`tracking.Detection` objects (3
 and the joints file only use the joints, so any source plugs in:
 
 - :class:`ReliefJoints` (here): joints lifted from the maps (``geometry.lift_joints``); the
-  animation drives the *relief armature* built from them.
-- a fitted-body source (the body-fit model) returns the fitted body's joints in the same order
-  and puts its per-frame fit (pose parameters, bone matrices) in ``payload``; its ``kind`` tells
-  the animation to drive the fitted Body instead (see ``clip.Animation.source``).
+  animation drives the *relief armature* built from them, or, after smoothing, the fitted body
+  posed on them (``body_drive.py``).
 """
 
 from __future__ import annotations
