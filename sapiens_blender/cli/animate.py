@@ -91,9 +91,10 @@ def run(args) -> int:
 
     def progress(done, total, message):
         bar.total = total or "?"
-        bar.index = done
+        bar.index = int(done)  # the body stage reports fractions of a track
         bar.name = ""
-        bar.update("body" if "body" in message else "analysis", done / total if total else None, message)
+        stage = "body" if "body" in message or "bodies" in message else "analysis"
+        bar.update(stage, done / total if total else None, message)
 
     started = time.perf_counter()
     try:

@@ -85,8 +85,8 @@ def server_body_driver(client, timeout: float | None = None,
                 pass
         return template, BodyFit.from_arrays(arrays, template=template)
 
-    def pose_track(**inputs):
-        return analysis.body_motion(client, cancel_event=cancel_event, timeout=timeout, **inputs)
+    def pose_track(progress=None, **inputs):
+        return analysis.body_motion(client, cancel_event=cancel_event, timeout=timeout, progress=progress, **inputs)
 
     return fit_reference, pose_track
 
@@ -121,8 +121,12 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
         for t in tracks:
             if progress is not None:
                 progress(done, len(todo), f"posing the body of track {t.id} on {len(t.frames)} frames")
+            def frames_done(_stage, fraction, message, done=done):  # the server's per-frame progress
+                if progress is not None and fraction is not None:
+                    progress(done + min(max(float(fraction), 0.0), 1.0), len(todo), f"track {t.id}: {message}")
+
             try:
-                t.body = _drive_one(t, animation.joint_names, template, fit, pose_track)
+                t.body = _drive_one(t, animation.joint_names, template, fit, pose_track, frames_done)
             except NO_BODY_ERRORS as exc:
                 notes.append(f"track {t.id}: the body could not follow the clip ({_first_line(exc)}); "
                              f"the relief armature is animated")
@@ -143,13 +147,14 @@ def summarise_source(animation: Animation) -> str:
     return f"fitted body ({bodies} tracks), relief armature ({len(animation.tracks) - bodies})"
 
 
-def _drive_one(track: TrackAnimation, joint_names, template: BodyTemplate, fit: BodyFit, pose_track: PoseTrack) -> TrackBody:
+def _drive_one(track: TrackAnimation, joint_names, template: BodyTemplate, fit: BodyFit, pose_track: PoseTrack,
+               progress=None) -> TrackBody:
     i = fit.index(int(track.reference_person))
     ref = int(track.reference_frame)
     weights = np.where(track.estimated, MARKER_WEIGHT_ESTIMATED, 1.0)
     out = pose_track(phenotypes=fit.phenotypes[i], reference_bone_matrices=fit.bone_matrices[i],
                      reference_placement=fit.placement[i], reference_frame=ref, targets=track.joints,
-                     target_names=list(joint_names), weights=weights)
+                     target_names=list(joint_names), weights=weights, progress=progress)
     t_len = len(track.frames)
     bones = np.asarray(out.get("bone_matrices"), np.float64)
     placement = np.asarray(out.get("placement"), np.float64)
