@@ -232,6 +232,15 @@ def animate(
 
     if maps_dir and rig == "relief":
         animation = run(None)  # maps in, relief armature out: no server at all
+    elif maps_dir:
+        from .core.errors import ServerStartError
+
+        try:
+            animation = _with_server(run, server, token)
+        except ServerStartError as exc:  # only the body needed it: say how to do without
+            raise ServerStartError(f"{exc} (the fitted body needs the inference server; rig='relief', "
+                                   f"CLI --rig relief, animates the maps without one)",
+                                   status=exc.status, detail=exc.detail) from exc
     else:
         animation = _with_server(run, server, token)
     if save_joints:
