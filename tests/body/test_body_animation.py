@@ -126,3 +126,31 @@ def test_a_server_without_the_fit_keeps_the_relief_armature(maps_dir, tmp_path):
     assert any("no body fit" in n and "anny" in n for n in result.animation.notes), result.animation.notes
     assert result.armatures[0]["sapiens_animation_source"] == "relief armature"
     assert validate_gltf(tmp_path / "r.glb")["issues"]["numErrors"] == 0
+
+
+def test_two_people_each_get_their_body(fit_server, tmp_path):
+    """Two people in 6 frames (one waving, one standing further back): two tracks, two bodies
+    fitted once each (on one frame when both are best seen there), each baked on its own rig."""
+    import scenes
+    from motion_clip import motion_pose
+
+    folder = tmp_path / "maps"
+    for i in range(6):
+        pose, yaw, _ = motion_pose(i / 12)
+        a = scenes.pose_body(pose, "average", yaw, (-0.45, 0.0, 3.2))
+        b = scenes.pose_body("arms_bent", "slim_short", -10.0, (0.6, 0.1, 3.9))
+        scenes.render([a, b], (200, 150), focal=240.0).maps.save(folder / f"f{i}.npz")
+    result = _animate(folder, fit_server, [tmp_path / "two.glb"], body_mode="minimal")
+    animation = result.animation
+    assert animation.source == "fitted body" and len(animation.tracks) == 2, animation.notes
+    assert len({id(t.body.fit) for t in animation.tracks}) >= 1
+    heights = sorted(float(np.ptp(t.body.fit.rest_vertices[t.body.index][:, 2])) for t in animation.tracks)
+    assert heights[1] - heights[0] > 0.05  # the slim short person and the average one kept apart
+    for k in range(2):
+        single = type(result)(result.camera, result.collection, [result.armatures[k]], [result.meshes[k]],
+                              result.source, result.frame_range)
+        single.animation = type(animation)(animation.fps, animation.intrinsics, animation.width, animation.height,
+                                           animation.frames, [animation.tracks[k]], animation.source,
+                                           animation.joint_names)
+        _assert_baked_pose_is_the_servers(single, frames=(0, 5))
+    assert validate_gltf(tmp_path / "two.glb")["issues"]["numErrors"] == 0
