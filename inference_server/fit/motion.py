@@ -55,6 +55,7 @@ class MotionSettings:
     torso_reference: float = 2.0  # spine and neck towards the reference frame's bends
     threads: int | None = 1
     robust_cm: float = 1.0
+    tolerance: float = 1e-4  # L-BFGS stops a frame when a step changes the loss (cm^2) by less
 
 
 @dataclass
@@ -257,7 +258,8 @@ class _Driver:
         one starts each frame with a gradient step and needed twice the iterations)."""
         if self._opt is None:
             self._opt = torch.optim.LBFGS(list(self._vars), lr=1.0, max_iter=self.s.iterations, history_size=10,
-                                          line_search_fn="strong_wolfe", tolerance_grad=1e-5, tolerance_change=1e-7)
+                                          line_search_fn="strong_wolfe", tolerance_grad=1e-5,
+                                          tolerance_change=self.s.tolerance)
         else:
             state = self._opt.state[self._vars[0]]
             if "d" in state:  # no curvature pair between two frames' problems: the last step is void
