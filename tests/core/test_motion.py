@@ -304,5 +304,9 @@ def test_still_joints_follow_the_global_motion_and_moving_ones_keep_their_track(
         assert np.isfinite(tied).all()
         still = [j for j in range(len(MOTION_JOINTS)) if j != wrist]
         err = lambda j: np.linalg.norm(j[:, still] - truth[:, still], axis=-1).mean()  # noqa: E731
-        assert err(tied) < 0.7 * err(smoothed), lag
-        np.testing.assert_array_equal(tied[:, wrist], smoothed[:, wrist])
+        assert err(tied) < 0.5 * err(smoothed), lag
+        # The moving wrist keeps its own track (the first frames, with little evidence, may
+        # blend a little; measured: 0.6 mm at frame 2 with lag 2).
+        wrist_err = lambda j: np.linalg.norm(j[:, wrist] - truth[:, wrist], axis=-1).mean()  # noqa: E731
+        assert np.abs(tied[:, wrist] - smoothed[:, wrist]).max() < 0.002
+        assert wrist_err(tied) <= 1.01 * wrist_err(smoothed)

@@ -3,21 +3,29 @@
 
 A pose backend's keypoints drift slowly as a person moves through the image (a shoulder may
 wander several pixels while the person stands still): a temporal filter alone cannot tell that
-from real motion. But the joints it measures well carry the person's global motion: a weighted
-mean of the joints, each weighted by 1 / (jitter² + wander²), where the wander (the slow spread
-of its offset from that mean) is found by a few rounds of reweighting. A joint whose offset
-from the global motion barely wanders over a window is, on the evidence, still on the body,
-and is set to the global motion plus its mean offset over the window. A joint that moves relative to the body (a raised arm) keeps its own
-smoothed track; between the two thresholds the result blends, so nothing switches abruptly.
+from real motion. But the joints it measures well carry the person's global motion: per axis
+(image x, image y, depth), a weighted mean of the joints, each weighted by 1 / (jitter² +
+wander²), where the jitter is its measured frame-to-frame noise on that axis and the wander
+(the slow spread of its offset from that mean) is found by a few rounds of reweighting. Per
+axis, because a backend's noise is not isotropic: a face-driven head joint may be steady in
+the image and noisy in depth, a shoulder the other way round, and keypoints often jitter
+together along one image axis. The global motion is then smoothed with its own noise, measured
+the same way (an average of many joints is much less noisy than any one).
+
+A joint whose offset from the global motion barely wanders over a window is, on the evidence,
+still on the body, and is set to the global motion plus its mean offset over the window. A
+joint that moves relative to the body (a raised arm) keeps its own smoothed track; between the
+two thresholds the result blends, so nothing switches abruptly.
 
 Units: the caller's (the smoother works in a body with a 0.5 m torso), so ``still`` is a
 distance on a standard body. With a lag, each frame's stillness evidence ends at t + lag; the
-joints' weights in the global motion are, like the smoother's depth and torso scale, per-track
+joints' weights and noise levels are, like the smoother's depth and torso scale, per-track
 statistics (a caller streaming live would take them from the frames so far).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -26,12 +34,17 @@ from .body_prior import evidence_window
 from .smoothing import SmoothingOptions, smooth
 
 
+# The median |second difference| of white noise with std s: 0.674 x sqrt(6) x s.
+JITTER_PER_STD = 0.6745 * np.sqrt(6.0)
+
+
 @dataclass(frozen=True)
 class StillnessOptions:
     still: float = 0.01  # std of a joint's offset below this (metres, standard body): still
     moving: float = 0.04  # above this: its own track
     window: int = 35  # frames of the offset statistics (up to the current frame plus the lag)
     rounds: int = 4  # of reweighting the joints that carry the global motion
+    min_frames: int = 5  # a joint seen in fewer frames of the window is never tied (too little evidence)
 
 
 def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: SmoothingOptions,
@@ -45,17 +58,19 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
     ok = (finite.mean(axis=0) >= 0.8) & np.isfinite(smoothed).all(axis=(0, 2))
     if t_len < 3 or ok.sum() < 3 or finite[:, ok].all(axis=1).sum() < 3:
         return smoothed
-    jitter = _jitter(raw)[ok]
+    jitter = _jitter(raw)[ok]  # [J,3]
     spread = np.zeros_like(jitter)
     for _ in range(options.rounds):  # a joint that wanders from the consensus counts less
         weights = 1.0 / (np.maximum(jitter, 1e-4) ** 2 + spread ** 2)
-        weights /= weights.sum()
-        glob_raw = np.einsum("j,tjc->tc", weights, raw[:, ok])
-        spread = np.sqrt(np.nanvar(_smooth_offsets(raw[:, ok] - glob_raw[:, None]), axis=0).sum(-1))
-    # The global motion is an average of many joints: it is smoothed as a measurement that
-    # much less noisy (so it follows fast motion with little lag).
-    glob_noise = smoothing.noise * float(np.sqrt((weights ** 2).sum()))
-    glob = smooth(glob_raw, options=replace(smoothing, noise=glob_noise))
+        weights /= weights.sum(axis=0)
+        glob_raw = np.einsum("jc,tjc->tc", weights, raw[:, ok])
+        spread = np.sqrt(np.nanvar(_smooth_offsets(raw[:, ok] - glob_raw[:, None]), axis=0))
+    # The global motion is an average of many joints: it is smoothed with its own measured
+    # noise, far below one joint's (so it follows fast motion with little lag). Noise that the
+    # joints share (they jitter together) is in that measure, as it should be.
+    glob_noise = np.maximum(_jitter(glob_raw[:, None])[0] / JITTER_PER_STD, 1e-4)
+    glob = np.stack([smooth(glob_raw[:, c], options=replace(smoothing, noise=float(glob_noise[c])))
+                     for c in range(3)], axis=-1)
     raw_offset = raw - glob_raw[:, None]
     lag = smoothing.lag
     out = smoothed.copy()
@@ -67,7 +82,7 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
         tie = np.clip((options.moving - spread) / (options.moving - options.still), 0.0, 1.0)
         seen = finite[lo:hi]
         # Too short a record is no evidence of stillness (the first frames with a lag).
-        tie[~ok | (seen.sum(axis=0) < min(options.window, t_len) // 2)] = 0.0
+        tie[~ok | (seen.sum(axis=0) < min(options.min_frames, t_len))] = 0.0
         if not tie.any():
             continue
         mean_offset = np.where(seen[..., None], raw_offset[lo:hi], 0.0).sum(0) / np.maximum(seen.sum(0), 1)[:, None]
@@ -91,8 +106,11 @@ def _smooth_offsets(offsets: np.ndarray, width: int = 5) -> np.ndarray:
 
 
 def _jitter(raw: np.ndarray) -> np.ndarray:
-    """Per joint, a robust std of its frame-to-frame second difference (the measurement noise)."""
-    acc = np.linalg.norm(np.diff(raw, 2, axis=0), axis=-1)  # [T-2,J]
-    with np.errstate(invalid="ignore"):
-        med = np.array([np.median(a[np.isfinite(a)]) if np.isfinite(a).any() else np.inf for a in acc.T])
-    return med
+    """Per joint and axis [J,3], the median absolute second difference along time: a robust
+    measure of the measurement noise (``JITTER_PER_STD`` x its std for white noise)."""
+    acc = np.abs(np.diff(raw, 2, axis=0)).reshape(max(len(raw) - 2, 0), -1)  # [T-2, J*3]
+    acc = np.where(np.isfinite(acc), acc, np.nan)
+    with warnings.catch_warnings():  # a coordinate never measured twice in a row: no jitter
+        warnings.simplefilter("ignore", RuntimeWarning)
+        med = np.nanmedian(acc, axis=0) if len(acc) else np.full(acc.shape[1], np.nan)
+    return np.where(np.isfinite(med), med, np.inf).reshape(raw.shape[1:])
