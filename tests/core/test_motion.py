@@ -305,8 +305,8 @@ def test_still_joints_follow_the_global_motion_and_moving_ones_keep_their_track(
         still = [j for j in range(len(MOTION_JOINTS)) if j != wrist]
         err = lambda j: np.linalg.norm(j[:, still] - truth[:, still], axis=-1).mean()  # noqa: E731
         assert err(tied) < 0.5 * err(smoothed), lag
-        # The moving wrist keeps its own track (the first frames, with little evidence, may
-        # blend a little; measured: 0.6 mm at frame 2 with lag 2).
+        # The wrist keeps its own track along the axis it moves (y); still along x and z, it
+        # follows the global motion there (per axis), which only makes it better.
+        np.testing.assert_array_equal(tied[:, wrist, 1], smoothed[:, wrist, 1])
         wrist_err = lambda j: np.linalg.norm(j[:, wrist] - truth[:, wrist], axis=-1).mean()  # noqa: E731
-        assert np.abs(tied[:, wrist] - smoothed[:, wrist]).max() < 0.002
-        assert wrist_err(tied) <= 1.01 * wrist_err(smoothed)
+        assert wrist_err(tied) < 0.95 * wrist_err(smoothed)

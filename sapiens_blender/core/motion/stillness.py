@@ -15,7 +15,9 @@ the same way (an average of many joints is much less noisy than any one).
 A joint whose offset from the global motion barely wanders over a window is, on the evidence,
 still on the body, and is set to the global motion plus its mean offset over the window. A
 joint that moves relative to the body (a raised arm) keeps its own smoothed track; between the
-two thresholds the result blends, so nothing switches abruptly.
+two thresholds the result blends, so nothing switches abruptly. This is decided per axis too:
+a body that turns moves its shoulders in depth much more than in the image, and a shoulder
+still in the image keeps following the global motion there.
 
 Units: the caller's (the smoother works in a body with a 0.5 m torso), so ``still`` is a
 distance on a standard body. With a lag, each frame's stillness evidence ends at t + lag; the
@@ -40,8 +42,10 @@ JITTER_PER_STD = 0.6745 * np.sqrt(6.0)
 
 @dataclass(frozen=True)
 class StillnessOptions:
-    still: float = 0.01  # std of a joint's offset below this (metres, standard body): still
-    moving: float = 0.04  # above this: its own track
+    # Per axis: the std of a joint's offset along it below ``still`` (metres, standard body):
+    # still on that axis; above ``moving``: its own track. (1 cm and 4 cm over three axes.)
+    still: float = 0.006
+    moving: float = 0.023
     window: int = 35  # frames of the offset statistics (up to the current frame plus the lag)
     rounds: int = 4  # of reweighting the joints that carry the global motion
     min_frames: int = 5  # a joint seen in fewer frames of the window is never tied (too little evidence)
@@ -78,7 +82,7 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
         lo, hi = evidence_window(t, t_len, lag, options.window)
         # The wander of each joint's measured offset over the window (a 5-frame average, read
         # only inside the window: nothing past t + lag).
-        spread = np.sqrt(np.nanvar(_smooth_offsets(raw_offset[lo:hi]), axis=0).sum(-1))  # [J]
+        spread = np.sqrt(np.nanvar(_smooth_offsets(raw_offset[lo:hi]), axis=0))  # [J,3]
         tie = np.clip((options.moving - spread) / (options.moving - options.still), 0.0, 1.0)
         seen = finite[lo:hi]
         # Too short a record is no evidence of stillness (the first frames with a lag).
@@ -87,7 +91,7 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
             continue
         mean_offset = np.where(seen[..., None], raw_offset[lo:hi], 0.0).sum(0) / np.maximum(seen.sum(0), 1)[:, None]
         tied = glob[t] + mean_offset
-        out[t] = tie[:, None] * tied + (1 - tie[:, None]) * smoothed[t]
+        out[t] = tie * tied + (1 - tie) * smoothed[t]
     return out
 
 
