@@ -305,8 +305,9 @@ def test_still_joints_follow_the_global_motion_and_moving_ones_keep_their_track(
         still = [j for j in range(len(MOTION_JOINTS)) if j != wrist]
         err = lambda j: np.linalg.norm(j[:, still] - truth[:, still], axis=-1).mean()  # noqa: E731
         assert err(tied) < 0.5 * err(smoothed), lag
-        # The wrist keeps its own track along the axis it moves (y); still along x and z, it
-        # follows the global motion there (per axis), which only makes it better.
-        np.testing.assert_array_equal(tied[:, wrist, 1], smoothed[:, wrist, 1])
+        # The wrist keeps its own track along the axis it moves (y: ±30 cm; measured within
+        # 2.6 mm of its per-joint smoothing, now smoothed relative to the body); still along x
+        # and z, it follows the global motion there (per axis), which only makes it better.
+        assert np.abs(tied[:, wrist, 1] - smoothed[:, wrist, 1]).max() < 0.005
         wrist_err = lambda j: np.linalg.norm(j[:, wrist] - truth[:, wrist], axis=-1).mean()  # noqa: E731
         assert wrist_err(tied) < 0.95 * wrist_err(smoothed)
