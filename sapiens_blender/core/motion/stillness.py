@@ -50,7 +50,9 @@ class StillnessOptions:
     moving: float = 0.023
     window: int = 35  # frames of the offset statistics (up to the current frame plus the lag)
     rounds: int = 4  # of reweighting the joints that carry the global motion
-    min_frames: int = 5  # a joint seen in fewer frames of the window is never tied (too little evidence)
+    # A joint seen in fewer frames of the window is never tied: the 5-frame average shows no
+    # wander in fewer (a fast arm in a track's first two frames would look still).
+    min_frames: int = 5
 
 
 def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: SmoothingOptions,
