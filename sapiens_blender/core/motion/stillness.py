@@ -84,8 +84,7 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
     # noise, far below one joint's (so it follows fast motion with little lag). Noise that the
     # joints share (they jitter together) is in that measure, as it should be.
     glob_noise = np.maximum(_jitter(glob_raw[:, None])[0] / JITTER_PER_STD, 1e-4)
-    glob = np.stack([smooth(glob_raw[:, c], options=replace(smoothing, noise=float(glob_noise[c])))
-                     for c in range(3)], axis=-1)
+    glob = smooth(glob_raw, options=smoothing, noise=glob_noise)
     raw_offset = raw - glob_raw[:, None]
     # Every joint's own track is smoothed relative to the body: the global motion (a pan, a
     # walk) is not in it, only the joint's motion on the body and its own noise.
