@@ -30,7 +30,7 @@ statistics (a caller streaming live would take them from the frames so far).
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
