@@ -13,9 +13,11 @@ show how much the figures move with the noise:
   joints and the acceleration error against lifting each frame alone. Goals <= 20 mm, >= 10x.
 
 Each clip is animated three ways: every frame as lifted, the default (2 frames of look-ahead)
-and offline (the whole clip).
+and offline (the whole clip). ``--causal``: the still-joint step's per-track statistics (joint
+weights, noise levels) taken, for each frame, from the frames up to t + lag only, as a live
+stream would (brute force: the step re-run on every prefix; slow, for checking only).
 
-    .venv/bin/python benchmarks/bench_motion_accuracy.py [--seeds 0 1 2] [--skip-real] [--skip-gt]
+    .venv/bin/python benchmarks/bench_motion_accuracy.py [--seeds 0 1 2] [--skip-real] [--skip-gt] [--causal]
 """
 
 from __future__ import annotations
@@ -45,6 +47,26 @@ def animate(maps: list, fps: float, mode: str):
     for i, m in enumerate(maps):
         animator.add(i, m)
     return animator.finish()
+
+
+def use_causal_statistics() -> None:
+    """Swap the still-joint step for one that sees, at frame t, only the frames up to t + lag."""
+    from sapiens_blender.core.motion import clip, stillness
+
+    whole = stillness.tie_still_joints
+
+    def causal(raw, smoothed, smoothing, options=stillness.StillnessOptions(), estimated=None, confidence=None):
+        if smoothing.lag is None:
+            return whole(raw, smoothed, smoothing, options, estimated, confidence)
+        out = smoothed.copy()
+        for t in range(len(raw)):
+            hi = min(len(raw), t + smoothing.lag + 1)
+            out[t] = whole(raw[:hi], smoothed[:hi], smoothing, options,
+                           None if estimated is None else estimated[:hi],
+                           None if confidence is None else confidence[:hi])[t]
+        return out
+
+    clip.tie_still_joints = causal
 
 
 def real_clip(seeds: list[int]) -> dict:
@@ -87,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--skip-real", action="store_true", help="no server run (the real clip)")
     ap.add_argument("--skip-gt", action="store_true", help="no anny run (the ground truth)")
+    ap.add_argument("--causal", action="store_true", help="still-joint statistics from the frames so far")
     args = ap.parse_args(argv)
+    if args.causal:
+        use_causal_statistics()
     if not args.skip_real:
         real = real_clip(args.seeds)
         print("Real clip: mean distance from the known motion (px), goal <= 3")
