@@ -79,7 +79,7 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
         weights = _least_noisy_weights(noise_cov, spread ** 2)
         glob_raw = np.einsum("jc,tjc->tc", weights, carriers)
         glob_raw[(finite[:, ok].astype(float) @ weights) < 0.5] = np.nan
-        spread = np.sqrt(np.nanvar(_smooth_offsets(raw[:, ok] - glob_raw[:, None]), axis=0))
+        spread = _wander(raw[:, ok] - glob_raw[:, None])
     # The global motion is an average of many joints: it is smoothed with its own measured
     # noise, far below one joint's (so it follows fast motion with little lag). Noise that the
     # joints share (they jitter together) is in that measure, as it should be.
@@ -95,7 +95,7 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
         lo, hi = evidence_window(t, t_len, lag, options.window)
         # The wander of each joint's measured offset over the window (a 5-frame average, read
         # only inside the window: nothing past t + lag).
-        spread = np.sqrt(np.nanvar(_smooth_offsets(raw_offset[lo:hi]), axis=0))  # [J,3]
+        spread = _wander(raw_offset[lo:hi])  # [J,3]
         tie = np.clip((options.moving - spread) / (options.moving - options.still), 0.0, 1.0)
         seen = finite[lo:hi]
         # Too short a record is no evidence of stillness (the first frames with a lag).
@@ -130,6 +130,13 @@ def _least_noisy_weights(noise_cov: np.ndarray, wander: np.ndarray) -> np.ndarra
         w = np.maximum(np.linalg.solve(cov, np.ones(n_j)), 0.0)
         weights[:, c] = w / w.sum() if w.sum() > 0 else 1.0 / n_j
     return weights
+
+
+def _wander(offsets: np.ndarray) -> np.ndarray:
+    """[J,3] std of each joint's slowly varying offset (NaN where seen in fewer than 2 frames)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.sqrt(np.nanvar(_smooth_offsets(offsets), axis=0))
 
 
 def _smooth_offsets(offsets: np.ndarray, width: int = 5) -> np.ndarray:
