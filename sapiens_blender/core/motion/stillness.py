@@ -83,7 +83,8 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
     # The global motion is an average of many joints: it is smoothed with its own measured
     # noise, far below one joint's (so it follows fast motion with little lag). Noise that the
     # joints share (they jitter together) is in that measure, as it should be.
-    glob_noise = np.maximum(_jitter(glob_raw[:, None])[0] / JITTER_PER_STD, 1e-4)
+    glob_noise = _jitter(glob_raw[:, None])[0] / JITTER_PER_STD
+    glob_noise = np.where(np.isfinite(glob_noise), np.maximum(glob_noise, 1e-4), smoothing.noise)
     glob = smooth(glob_raw, options=smoothing, noise=glob_noise)
     raw_offset = raw - glob_raw[:, None]
     # Every joint's own track is smoothed relative to the body: the global motion (a pan, a
