@@ -304,5 +304,31 @@ def test_still_joints_follow_the_global_motion_and_moving_ones_keep_their_track(
         assert np.isfinite(tied).all()
         still = [j for j in range(len(MOTION_JOINTS)) if j != wrist]
         err = lambda j: np.linalg.norm(j[:, still] - truth[:, still], axis=-1).mean()  # noqa: E731
-        assert err(tied) < 0.7 * err(smoothed), lag
-        np.testing.assert_array_equal(tied[:, wrist], smoothed[:, wrist])
+        assert err(tied) < 0.5 * err(smoothed), lag
+        # The wrist keeps its own track along the axis it moves (y: ±30 cm; measured within
+        # 2.6 mm of its per-joint smoothing, now smoothed relative to the body); still along x
+        # and z, it follows the global motion there (per axis), which only makes it better.
+        assert np.abs(tied[:, wrist, 1] - smoothed[:, wrist, 1]).max() < 0.005
+        wrist_err = lambda j: np.linalg.norm(j[:, wrist] - truth[:, wrist], axis=-1).mean()  # noqa: E731
+        assert wrist_err(tied) < 0.95 * wrist_err(smoothed)
+
+
+def test_the_global_motion_is_not_fooled_by_joints_that_jitter_together():
+    """A still body panned sideways; every joint but the head jumps up and down together each
+    frame (2 cm: a backend's correlated keypoint noise), the head does not. Counting the body's
+    joints as independent evidence would put their common jitter into the global motion."""
+    from sapiens_blender.core.motion.stillness import tie_still_joints
+
+    frames = 60
+    pan = np.stack([0.4 * np.sin(np.linspace(0, 2 * np.pi, frames)), np.zeros(frames), np.zeros(frames)], -1)
+    truth = moving_person(1)[0][None] + pan[:, None]
+    rng = np.random.default_rng(5)
+    noisy = truth + rng.normal(0.0, 0.003, truth.shape)
+    body = [j for j, name in enumerate(MOTION_JOINTS) if name != "head"]
+    noisy[:, body, 1] += rng.normal(0.0, 0.02, frames)[:, None]
+    for lag, ratio in ((2, 0.6), (None, 0.8)):  # measured 0.49 and 0.67 (inverse-jitter weights: 0.90, 1.23)
+        options = SmoothingOptions(lag=lag)
+        smoothed = smooth(noisy, options=options)
+        tied = tie_still_joints(noisy, smoothed, options)
+        err = lambda j: np.abs(j[:, body, 1] - truth[:, body, 1]).mean()  # noqa: E731
+        assert err(tied) < ratio * err(smoothed), lag

@@ -43,14 +43,16 @@ def test_smoothing_cuts_jitter_and_keeps_joints_accurate(clip):
         print(f"{label:16s} joints: MPJPE {joints['mpjpe_mm']:5.1f} mm, accel {joints['accel_mm']:6.1f} mm/frame^2 "
               f"({base / joints['accel_mm']:5.1f}x lower); rig: MPJPE {rig['mpjpe_mm']:5.1f} mm, "
               f"accel {rig['accel_mm']:6.1f}")
-    # Measured: lag 2 joints 19.5 mm, 12.2x; rig 24.6 mm, 10.9x. Offline joints 16.2 mm, 98x;
-    # rig 18.9 mm, 73x (docs/performance.md). Goals: >= 10x, <= 20 mm.
+    # Measured: lag 2 joints 17.7 mm, 13.1x; rig 24.0 mm, 11.7x. Offline joints 14.4 mm, 95x;
+    # rig 16.7 mm, 72x (docs/performance.md). Goals: >= 10x, <= 20 mm. The limits below are a
+    # little above the measures, so that a regression shows (other noise seeds: lag 2 joints
+    # 20.1 and 21.0 mm, docs/performance.md).
     offline, rig_offline = results["offline"]
-    assert base / offline["accel_mm"] >= 10 and offline["mpjpe_mm"] <= 20
-    assert base / rig_offline["accel_mm"] >= 10 and rig_offline["mpjpe_mm"] <= 20
+    assert base / offline["accel_mm"] >= 50 and offline["mpjpe_mm"] <= 16
+    assert base / rig_offline["accel_mm"] >= 40 and rig_offline["mpjpe_mm"] <= 18.5
     online, rig_online = results["lag 2 (default)"]
-    assert base / online["accel_mm"] >= 10 and online["mpjpe_mm"] <= 20
-    assert base / rig_online["accel_mm"] >= 10 and rig_online["mpjpe_mm"] <= 26
+    assert base / online["accel_mm"] >= 12 and online["mpjpe_mm"] <= 19
+    assert base / rig_online["accel_mm"] >= 10 and rig_online["mpjpe_mm"] <= 25.5
     assert online["mpjpe_mm"] < results["per frame"][0]["mpjpe_mm"] / 2
     assert np.isfinite([v for r in results.values() for s in r for v in s.values()]).all()
 

@@ -43,11 +43,11 @@ def test_panned_astronaut_joints_follow_the_known_motion(server, clip):
             results[label], names = follow_error_px(animation, shifts)
     print({k: round(v, 2) for k, v in results.items()}, "px over", names)
     assert {"left_shoulder", "right_shoulder", "left_elbow", "right_elbow"} <= set(names)
-    # Measured: per frame 9.3 px, lag 2 3.7 px, offline 2.95 px (goal 3 px: met offline). Still
-    # joints follow the body's global motion (stillness.py), which averages out most of the
-    # backend's slow keypoint drift; with 2 frames of look-ahead the window of evidence is one-sided.
-    assert results["lag 2"] <= 4.0 and results["offline"] <= 3.2
-    assert results["lag 2"] < results["per frame"] / 2
+    # Measured: per frame 9.33 px, lag 2 2.14 px, offline 1.26 px (goal 3 px; before the global
+    # motion was the least noisy mean of the joints, per axis, with every joint tracked relative
+    # to it: 3.71 and 2.95 px). Other flicker seeds of this clip: lag 2 2.78 and 3.40 px.
+    assert results["lag 2"] <= 2.7 and results["offline"] <= 1.8
+    assert results["lag 2"] < results["per frame"] / 3
 
 
 def test_animate_cli_on_a_video_through_the_server(server, clip, tmp_path):

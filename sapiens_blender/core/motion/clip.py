@@ -194,7 +194,7 @@ def _smooth_along_rays(raw: np.ndarray, est: np.ndarray, conf: np.ndarray, optio
             scale = STANDARD_TORSO_M / float(torso)
     out = smooth(rays * scale, est, options, conf)
     if stillness is not None:
-        out = tie_still_joints(rays * scale, out, options, stillness)
+        out = tie_still_joints(rays * scale, out, options, stillness, est, conf)
     out = out / scale
     depth = out[..., 2]
     return np.stack([out[..., 0] / z_ref * depth, out[..., 1] / z_ref * depth, depth], axis=-1)

@@ -37,23 +37,26 @@ class SmoothingOptions:
 
 
 def smooth(values: np.ndarray, estimated: np.ndarray | None = None,
-           options: SmoothingOptions = SmoothingOptions(), confidence: np.ndarray | None = None) -> np.ndarray:
+           options: SmoothingOptions = SmoothingOptions(), confidence: np.ndarray | None = None,
+           noise: np.ndarray | None = None) -> np.ndarray:
     """Smoothed copy of ``values`` [T, ...] (NaN = missing), same shape.
 
     ``estimated`` (bool, ``values.shape[:-1]`` or same shape) marks filled-in measurements;
-    ``confidence`` (same shapes, in (0, 1]) divides a measurement's std (a keypoint score).
-    Coordinates never measured stay NaN.
+    ``confidence`` (same shapes, in (0, 1]) divides a measurement's std (a keypoint score);
+    ``noise`` (``values.shape[1:]``), when given, is each coordinate's measurement std in place
+    of ``options.noise``. Coordinates never measured stay NaN.
     """
     values = np.asarray(values, np.float64)
     shape = values.shape
     t_len = shape[0]
     z = values.reshape(t_len, -1)
-    r = np.full(z.shape, options.noise ** 2)
+    std = options.noise if noise is None else np.broadcast_to(np.asarray(noise, np.float64), shape[1:]).reshape(-1)
+    r = np.broadcast_to(np.square(std), z.shape).copy()
     if estimated is not None:
         est = np.asarray(estimated, bool)
         if est.shape != shape:
             est = np.broadcast_to(est[..., None], shape)
-        r = np.where(est.reshape(t_len, -1), (options.noise * options.estimated_factor) ** 2, r)
+        r = np.where(est.reshape(t_len, -1), r * options.estimated_factor ** 2, r)
     if confidence is not None:
         c = np.asarray(confidence, np.float64)
         if c.shape != shape:
@@ -68,11 +71,7 @@ def smooth(values: np.ndarray, estimated: np.ndarray | None = None,
     if options.lag is None:
         out = _rts(f, xf, pf, xp, pp, 0, t_len - 1)
     else:
-        out = np.empty_like(z)
-        lag = max(0, int(options.lag))
-        for t in range(t_len):  # a short backward pass from t + lag for every frame
-            end = min(t_len - 1, t + lag)
-            out[t] = _rts(f, xf, pf, xp, pp, t, end)[0] if end > t else xf[t, :, 0]
+        out = _fixed_lag(f, xf, pf, xp, pp, max(0, int(options.lag)))
     seen = np.isfinite(z).any(axis=0)
     out[:, ~seen] = np.nan
     return out.reshape(shape)
@@ -129,6 +128,25 @@ def _forward(z, r, o: SmoothingOptions):
         p = np.where(use[:, None, None], p - kp, p)
         xf[t], pf[t] = x, p
     return xf, pf, xp, pp
+
+
+def _fixed_lag(f, xf, pf, xp, pp, lag: int) -> np.ndarray:
+    """Positions [T, N]: frame t smoothed by a backward pass from t + lag (fewer at the end).
+
+    A backward step's gain depends only on the forward pass, so every frame's pass runs at once:
+    ``lag`` vectorised steps instead of a Python loop over the frames."""
+    t_len = len(xf)
+    if lag == 0 or t_len < 2:
+        return xf[:, :, 0].copy()
+    gains = pf[:-1] @ f.T @ np.linalg.inv(pp[1:])  # [T-1,N,d,d]
+    t = np.arange(t_len)
+    end = np.minimum(t + lag, t_len - 1)
+    xs = xf[end]
+    for step in range(lag - 1, -1, -1):  # frame k = t + step, from the window's end back to t
+        k = np.minimum(t + step, t_len - 2)
+        moved = xf[k] + np.einsum("tnij,tnj->tni", gains[k], xs - xp[k + 1])
+        xs = np.where((t + step < end)[:, None, None], moved, xs)
+    return xs[:, :, 0]
 
 
 def _rts(f, xf, pf, xp, pp, start: int, end: int) -> np.ndarray:
