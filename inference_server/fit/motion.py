@@ -51,7 +51,7 @@ class MotionSettings:
     iterations: int = 10  # L-BFGS iterations per frame (warm-started, curvature carried over)
     marker_weight: float = 0.5  # a marker counts half a joint (its offset is calibrated once)
     estimated_weight: float = 0.3  # a joint the tracker filled or derived, not measured
-    temporal: float = 2.0  # pull towards the previous frame's pose (per rad^2)
+    temporal: float = 6.0  # pull towards the previous frame's pose (per rad^2)
     torso_reference: float = 2.0  # spine and neck towards the reference frame's bends
     threads: int | None = 1
     robust_cm: float = 1.0

@@ -80,8 +80,9 @@ def test_the_fitted_body_follows_the_clip(clip, fit_server):
     base = score(_animate(clip, AnimateOptions(smooth=False, planting=None)).tracks[0].joints,
                  _animate(clip, AnimateOptions()).joint_names, clip.truth)["accel_mm"]
     with V2Client(f"http://{fit_server.url}", fit_server.token) as client:
-        for label, options, limits in (("lag 2 (default)", AnimateOptions(), (20.0, 10.0)),
-                                       ("offline", AnimateOptions(smoothing=SmoothingOptions(lag=None)), (17.0, 25.0))):
+        # Measured: lag 2 16.0 mm, 13.9x; offline 13.1 mm, 43.5x (docs/body.md). Goals <= 20 mm, >= 10x.
+        for label, options, limits in (("lag 2 (default)", AnimateOptions(), (17.5, 12.0)),
+                                       ("offline", AnimateOptions(smoothing=SmoothingOptions(lag=None)), (14.5, 35.0))):
             animation = _animate(clip, options)
             notes = drive_bodies(animation, *server_body_driver(client))
             assert animation.source == "fitted body", notes
@@ -89,5 +90,4 @@ def test_the_fitted_body_follows_the_clip(clip, fit_server):
             s = score(body.joints, body.template.joint_names, clip.truth)
             print(f"fitted body, {label:16s}: MPJPE {s['mpjpe_mm']:5.1f} mm, accel {s['accel_mm']:6.2f} mm/frame^2 "
                   f"({base / s['accel_mm']:5.1f}x lower); {body.report}")
-            # Measured: lag 2 18.4 mm, 13x; offline 15.5 mm, 41x (docs/performance.md).
             assert s["mpjpe_mm"] <= limits[0] and base / s["accel_mm"] >= limits[1], s
