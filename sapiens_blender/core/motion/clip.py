@@ -22,6 +22,7 @@ from .smoothing import SmoothingOptions, smooth
 from .stillness import StillnessOptions, tie_still_joints
 from .tracking import Tracker
 
+REFERENCE_WARMUP = 5  # a track's first frames are the rest pose / body fit frame only if no later one is as complete
 STANDARD_TORSO_M = 0.5  # pelvis to neck of an adult: the unit the smoothing options assume
 
 
@@ -85,7 +86,8 @@ class ClipAnimator:
         self.frames: list[int] = []
         self._intrinsics: list[np.ndarray] = []
         self._size: tuple[int, int] | None = None
-        self._reference: dict[int, tuple] = {}  # track id -> (estimated joints, position, maps, person)
+        self._reference: dict[int, tuple] = {}  # track id -> (rank key, position, maps, person)
+        self._first_seen: dict[int, int] = {}
 
     def add(self, frame_index: int, maps: Maps, detections: list | None = None) -> list[int]:
         """Take one frame's maps (frames in input order); returns the track id per person found.
@@ -107,8 +109,12 @@ class ClipAnimator:
         for tid, det in zip(ids, detections):  # keep the best-measured frame's maps per track
             n_est = int(np.count_nonzero(det.estimated)) if det.estimated is not None else 0
             person = (det.payload or {}).get("person_id") if isinstance(det.payload, dict) else None
-            if person is not None and (tid not in self._reference or n_est < self._reference[tid][0]):
-                self._reference[tid] = (n_est, position, maps, person)
+            first = self._first_seen.setdefault(tid, position)
+            # Fewest estimated joints first; then a frame past the track's first few, which the
+            # smoother has seen with a past (the first frame has none: the noisiest).
+            key = (n_est, position - first < REFERENCE_WARMUP)
+            if person is not None and (tid not in self._reference or key < self._reference[tid][0]):
+                self._reference[tid] = (key, position, maps, person)
         return ids
 
     def finish(self) -> Animation:
