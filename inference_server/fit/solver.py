@@ -68,6 +68,10 @@ class FitSettings:
     plain: bool = False  # the baseline: no closed-form start, no stages, full mesh, plain Adam
     plain_steps: int = 400
     target_joint_px: float | None = None  # stop (plain) once the mean reprojection error is below
+    # plain: called every 5 steps as monitor(person_id, steps, seconds, camera_joints [J,3],
+    # reprojection_px); the run stops when it returns True. ``seconds`` is the fit's time so far without the monitor's
+    # own (the benchmark stops the baseline on the 3D joint error against a scene's truth).
+    plain_monitor: object = None
     fingers: bool = True
     # torch threads while fitting: the fit's tensors are small, so extra threads buy little and
     # on a busy machine (a batch, the test suite, Blender) spinning threads made it 4x slower.
@@ -147,7 +151,7 @@ class BodyFitter:
         prob = _Problem(self, obs)
         if s.plain:
             prob.init_plain()
-            steps = prob.run_plain(s.plain_steps, s.target_joint_px, cancel)
+            steps = prob.run_plain(s.plain_steps, s.target_joint_px, cancel, s.plain_monitor, start)
             stages = {"plain": steps}
         else:
             prob.init_closed_form()
@@ -445,9 +449,12 @@ class _Problem:
             opt.step(closure)
         return evaluations
 
-    def run_plain(self, max_steps: int, target_px: float | None, cancel=None) -> int:
+    def run_plain(self, max_steps: int, target_px: float | None, cancel=None, monitor=None,
+                  started: float | None = None) -> int:
         opt = torch.optim.Adam(self._params(True))
         self._nn = None
+        started = time.perf_counter() if started is None else started
+        monitored = 0.0  # seconds spent in the monitor: not the baseline's own time
         for i in range(max_steps):
             if cancel is not None:
                 cancel.check()
@@ -458,8 +465,19 @@ class _Problem:
                 self._normals = None
             self.loss(True).backward()
             opt.step()
-            if target_px is not None and i % 5 == 4 and self.joint_error_px() <= target_px:
+            if i % 5 != 4:
+                continue
+            if target_px is not None and self.joint_error_px() <= target_px:
                 return i + 1
+            if monitor is not None:
+                t = time.perf_counter()
+                with torch.no_grad():
+                    joints = self.to_camera(self.f.body.skeleton(self.phenotypes(), self.rotvecs()).joints[0])
+                stop = monitor(self.obs.person_id, i + 1, t - started - monitored, joints.double().numpy(),
+                               self.joint_error_px())
+                monitored += time.perf_counter() - t
+                if stop:
+                    return i + 1
         return max_steps
 
     # --- results ----------------------------------------------------------------------------
