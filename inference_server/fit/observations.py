@@ -140,8 +140,9 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
                 side = "Left" if name.startswith("left") else "Right"
                 allowed = {f"{side}_{p}" if p != "Torso" else p for p in _KEYPOINT_PARTS.get(kind, ())}
                 here = names_by_id.get(int(parts[r, c]), "")
-                two_sided[j] = bool(allowed) and (here in allowed or any(
-                    a in covered_classes(here) for a in allowed))
+                # Clothing over the joint's part: the joint is at least that deep (one-sided),
+                # not exactly (the clothing's thickness is not known here).
+                two_sided[j] = bool(allowed) and here in allowed
 
     # Surface samples on a regular grid (deterministic), skin or covering.
     points = np.zeros((0, 3))

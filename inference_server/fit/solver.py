@@ -43,6 +43,15 @@ _BODY_BONES = ("spine05", "spine04", "spine03", "spine02", "spine01", "neck01", 
 _FINGER_BONES = tuple(f"finger{n}-{k}.{s}" for s in "LR" for n in range(1, 6) for k in range(1, 4))
 _HINGES = ("lowerleg01.L", "lowerleg01.R", "lowerarm01.L", "lowerarm01.R")
 
+# (age, height) phenotypes of the bodies the start picks the person's size from.
+_START_SIZES = tuple((a, 0.5) for a in (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45)) + \
+    tuple((0.5, h) for h in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0))
+
+# The limb bones the closed-form start turns, each towards the keypoint that ends it:
+# (bone, the joint that ends it, the joint after that).
+_LIMB_CHAINS = (("upperarm01", "elbow", "wrist"), ("lowerarm01", "wrist", None), ("upperleg01", "knee", "ankle"),
+                ("lowerleg01", "ankle", None))
+
 # The segmentation part that shows where a bone's far end went (a limb without its keypoint
 # is still placed by its part).
 _BONE_PART = {"upperarm01": "Upper_Arm", "lowerarm01": "Lower_Arm", "upperleg01": "Upper_Leg",
@@ -60,7 +69,7 @@ _BONE_EVIDENCE = {
 class FitSettings:
     # L-BFGS iterations of the skeleton stage, shape free from the start (holding the shape
     # while the pose settled was cheaper but got stuck: worse joints and height on the ground truth)
-    skeleton_steps: int = 40
+    skeleton_steps: int = 60
     surface_steps: int = 10  # L-BFGS iterations per round
     surface_rounds: int = 4
     refresh_every: int = 5  # plain baseline: surface correspondences refreshed every N steps
@@ -77,9 +86,12 @@ class FitSettings:
     # on a busy machine (a batch, the test suite, Blender) spinning threads made it 4x slower.
     threads: int | None = 1
     # Term weights (see _Problem): keypoints are 1.
+    # prior_seen: the pull to rest of a limb that a keypoint or its part shows. Light: a bent knee
+    # or elbow pulled straight while its end is held by the keypoint asks for shorter bones, and
+    # the shape gave them (fitted bodies came out 2-5 cm short).
     weights: dict = field(default_factory=lambda: {
-        "lift": 0.5, "lift_dense": 1.0, "prior": 1.0, "hinge": 1.0, "surface": 0.5, "inside": 0.5, "part": 0.2,
-        "cover": 0.3})
+        "lift": 0.5, "lift_dense": 1.0, "prior": 1.0, "prior_seen": 0.03, "hinge": 1.0, "surface": 0.5,
+        "inside": 0.5, "part": 0.2, "cover": 0.3})
     dtype: torch.dtype = torch.float32
 
 
@@ -222,7 +234,7 @@ class _Problem:
             if ev is None:  # spine, neck, head: nothing measures them directly; their bends
                 prior.append(10.0)  # would otherwise trade off against the body's height
             elif any(f"{side}_{e}" in seen for e in ev) or obs.part_seen(_BONE_PART.get(stem, ""), side):
-                prior.append(0.3)
+                prior.append(self.wt["prior_seen"])
             else:  # no keypoint and no segmentation part: a neutral limb, not noise
                 prior.append(30.0)
         self.prior = torch.tensor(prior, dtype=dt)
@@ -263,11 +275,67 @@ class _Problem:
         with torch.no_grad():
             return self.f.body.skeleton(self.phenotypes(), self.rotvecs()).joints[0].double().numpy()
 
+    def init_size(self) -> None:
+        """Start at the person's size: of bodies from a child to a tall adult (anny's age, then
+        height phenotypes), the one whose bone lengths match the lifted keypoints (metric depth)."""
+        if not self.obs.metric:
+            return
+        ph = torch.full((len(_START_SIZES), 6), 0.5, dtype=self.dt)
+        ph[:, 1] = torch.tensor([a for a, _h in _START_SIZES], dtype=self.dt)
+        ph[:, 4] = torch.tensor([h for _a, h in _START_SIZES], dtype=self.dt)
+        with torch.no_grad():
+            joints = self.f.body.skeleton(ph, self.rotvecs().expand(len(ph), -1, -1)).joints
+        best = start.best_size(self.obs, joints.double().numpy())
+        if best is not None:
+            logit = torch.logit(ph[best:best + 1]) / self.f.shape_scale
+            self.shape_logit.data.copy_(logit)
+
     def init_closed_form(self) -> None:
+        self.init_size()
         r, t = start.closed_form(self.obs, self._rest_joints())
         self.r0, self.t0 = torch.as_tensor(r, dtype=self.dt), torch.as_tensor(t, dtype=self.dt)
+        self.init_limbs()
         if self.obs.has_depth and not self.obs.metric:
             self._init_depth_scale()
+
+    def init_limbs(self) -> None:
+        """Arms and legs turned in closed form, upper bone then lower, so that each seen elbow,
+        wrist, knee and ankle lies on its keypoint's ray (at the depth the pointmap gives where it
+        gives one): the skeleton stage then starts with the limbs roughly in place, not from a
+        standing pose that a bent arm is many iterations (and sometimes a wrong fold) away from."""
+        import roma
+
+        names = {n: j for j, n in enumerate(JOINT_NAMES)}
+        free = {int(b): k for k, b in enumerate(self.f._free)}
+        for side, s in (("left", "L"), ("right", "R")):
+            for stem, far, after in _LIMB_CHAINS:
+                bone = self.f.body.bone_index[f"{stem}.{s}"]
+                joint = names[f"{side}_{far}"]
+                if self.obs.weights[joint] <= 0:
+                    continue
+                with torch.no_grad():
+                    r, t = self.placement()
+                    sk = self.f.body.skeleton(self.phenotypes(), self.rotvecs())
+                    head = (sk.bone_poses[0, bone, :3, 3] @ r.T + t).double().numpy()
+                    joints = self.to_camera(sk.joints[0]).double().numpy()
+                    child = joints[joint]
+                    end = None
+                    if after:
+                        nxt = names[f"{side}_{after}"]
+                        end = (nxt, float(np.linalg.norm(joints[nxt] - child)))
+                    forward = (r @ torch.tensor([0.0, -1.0, 0.0], dtype=r.dtype)).double().numpy() \
+                        if stem == "upperleg01" else None  # anny faces -Y
+                    target = start.limb_target(self.obs, joint, head, float(np.linalg.norm(child - head)), child,
+                                               end, forward)
+                    if target is None:
+                        continue
+                    r64 = r.double().numpy()
+                    turn = r64.T @ start.rotation_between(child - head, target - head) @ r64  # model frame
+                    world = sk.bone_poses[0, bone, :3, :3].double().numpy()
+                    local = rotvec_to_matrix(self.pose_free[free[bone]].detach().double()).numpy()
+                    parent_part = world @ local.T
+                    new = parent_part.T @ turn @ world
+                    self.pose_free[free[bone]] = roma.rotmat_to_rotvec(torch.as_tensor(new)).to(self.dt)
 
     def _init_depth_scale(self) -> None:
         """Relative depth: the scale that puts the observed torso at the body's torso depth."""
