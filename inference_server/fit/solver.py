@@ -71,7 +71,7 @@ class FitSettings:
     # while the pose settled was cheaper but got stuck: worse joints and height on the ground truth)
     skeleton_steps: int = 60
     surface_steps: int = 10  # L-BFGS iterations per round
-    surface_rounds: int = 4
+    surface_rounds: int = 3
     refresh_every: int = 5  # plain baseline: surface correspondences refreshed every N steps
     mesh_samples: int = 4000
     plain: bool = False  # the baseline: no closed-form start, no stages, full mesh, plain Adam
@@ -216,6 +216,8 @@ class _Problem:
         self.radius = torch.as_tensor(obs.joint_radius, dtype=dt)
         self.points = torch.as_tensor(obs.points, dtype=dt)
         self.covering = torch.as_tensor(obs.covering)
+        self.point_parts = torch.as_tensor(obs.point_parts)
+        self._matched = None
         self.allowed_dt = torch.as_tensor(obs.allowed_dt, dtype=dt)[None, None]
         self.part_dt = torch.as_tensor(obs.part_dt, dtype=dt)[None]
         self.cover_px = torch.as_tensor(obs.cover_pixels, dtype=dt)
@@ -311,8 +313,6 @@ class _Problem:
             for stem, far, after in _LIMB_CHAINS:
                 bone = self.f.body.bone_index[f"{stem}.{s}"]
                 joint = names[f"{side}_{far}"]
-                if self.obs.weights[joint] <= 0:
-                    continue
                 with torch.no_grad():
                     r, t = self.placement()
                     sk = self.f.body.skeleton(self.phenotypes(), self.rotvecs())
@@ -407,17 +407,22 @@ class _Problem:
                 pts = pts * ratio[:, None]
             if self._nn is None or self._step % self.f.settings.refresh_every == 0:
                 with torch.no_grad():
+                    # Each point matches the nearest facing vertex of a part its label allows
+                    # (a forearm's points pull the forearm, not the chest it hangs beside).
                     cand = torch.nonzero(facing).flatten()
                     d = torch.cdist(pts, sample[cand])
-                    self._nn = cand[d.argmin(1)]
+                    d = torch.where(self.point_parts[:, self.f._sample_class[cand]], d, d + 1e3)
+                    best = d.min(1)
+                    self._nn = cand[best.indices]
+                    self._matched = (best.values < 1e3).to(self.dt)
             v = sample[self._nn]
             n = normals[self._nn].detach()
             signed = ((pts - v) * n).sum(-1) * 100.0  # cm, > 0 outside the body
             dist = (pts - v).norm(dim=-1) * 100.0
             skin = _charbonnier(signed, 1.0) + 0.02 * _charbonnier(dist, 1.0)
             cover = torch.relu(-signed) ** 2 + 0.05 * _charbonnier(signed, 1.0)
-            term = torch.where(self.covering, cover, skin)
-            loss = loss + self.wt["surface"] * term.mean()
+            term = torch.where(self.covering, cover, skin) * self._matched
+            loss = loss + self.wt["surface"] * term.sum() / self._matched.sum().clamp_min(1.0)
         # Silhouette: every body point projects where the body may be; facing points land on
         # their own part; every pixel of the person is near a facing body point.
         px = self.project(sample)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .correspondences import JOINT_NAMES
-from .observations import PersonObservation
+from .observations import BODY_CLASSES, PersonObservation
 
 # anny's model frame (Z up, facing -Y) seen by a camera it faces: x = X, y = -Z, z = Y.
 FACING_CAMERA = np.array([[1.0, 0, 0], [0, 0, -1.0], [0, 1.0, 0]])
@@ -137,6 +137,34 @@ def _ray(obs: PersonObservation, joint: int) -> np.ndarray:
     return np.array([(obs.keypoints[joint, 0] - k[0, 2]) / k[0, 0], (obs.keypoints[joint, 1] - k[1, 2]) / k[1, 1], 1.0])
 
 
+# Where a joint no keypoint shows is looked for: the seen skin of the part that lies along
+# the bone ending at the joint (the hand continues the forearm; a thigh's points lie along it).
+_PART_ALONG = {"elbow": ("Upper_Arm",), "wrist": ("Hand", "Lower_Arm"), "knee": ("Upper_Leg",),
+               "ankle": ("Lower_Leg",)}
+
+
+def part_direction_target(obs: PersonObservation, joint: int, pivot: np.ndarray, length: float) -> np.ndarray | None:
+    """For a joint without its keypoint: the point at the bone's length from its head towards
+    the seen skin points of the part along the bone, their centroid set back by a limb's radius
+    (the pointmap sees the near side). Not from a part the frame cuts (its centroid is not the
+    limb's), and with metric depth only."""
+    name = JOINT_NAMES[joint]
+    side, kind = name.split("_", 1)
+    if not obs.metric or kind not in _PART_ALONG or not len(obs.points):
+        return None
+    own = obs.point_parts.sum(1) == 1  # skin of one part (not clothing over several)
+    for part in _PART_ALONG[kind]:
+        cls = f"{side.capitalize()}_{part}"
+        if cls in obs.parts_cut:
+            continue
+        pts = obs.points[own & obs.point_parts[:, BODY_CLASSES.index(cls)]]
+        if len(pts) >= 5:
+            centre = np.median(pts, axis=0) + np.array([0.0, 0.0, obs.joint_radius[joint]])
+            direction = centre - pivot
+            return pivot + direction / max(np.linalg.norm(direction), 1e-9) * length
+    return None
+
+
 def limb_target(obs: PersonObservation, joint: int, pivot: np.ndarray, length: float,
                 current: np.ndarray, end: tuple[int, float] | None = None,
                 forward: np.ndarray | None = None) -> np.ndarray | None:
@@ -149,7 +177,7 @@ def limb_target(obs: PersonObservation, joint: int, pivot: np.ndarray, length: f
     front, for a knee): a knee is not put behind the line from its hip to its ankle (knees do
     not bend backwards), unless both points are."""
     if obs.weights[joint] <= 0:
-        return None
+        return part_direction_target(obs, joint, pivot, length)
     d = _ray(obs, joint)
     d /= np.linalg.norm(d)
     along = float(d @ pivot)
