@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Where the fit starts: the rest body placed in the camera in closed form (numpy only).
 
-No optimisation step is spent finding the person: the rest body's joints are aligned (Kabsch)
-with the keypoints lifted by the pointmap, or, without metric depth, back-projected at the
-distance their spread implies.
+No optimisation step is spent finding the person: the rest body's torso joints are aligned
+(Kabsch) with the keypoints lifted by the pointmap, or, without metric depth, back-projected at
+the distance their spread implies. Here too: the body size the lifted bone lengths imply, and
+where each limb's far joint goes (on its keypoint's ray, at its bone's length), for the solver's
+closed-form limb turns.
 """
 
 from __future__ import annotations
@@ -94,10 +96,12 @@ _SEGMENTS = tuple((JOINT_NAMES.index(a), JOINT_NAMES.index(b)) for a, b in (
     ("right_hip", "right_knee"), ("left_knee", "left_ankle"), ("right_knee", "right_ankle")))
 
 
-def best_size(obs: PersonObservation, candidates: np.ndarray) -> int | None:
+def best_size(obs: PersonObservation, candidates: np.ndarray, default: int, tolerance: float = 0.05) -> int | None:
     """Of candidate bodies' joints [K,J,3], the one whose sizes best match the person's lifted
     joints (the median ratio of the measured segments nearest 1); None without enough metric
-    measurements. A child or a two-metre adult then starts at about its size."""
+    measurements. A child or a two-metre adult then starts at about its size; a person within
+    ``tolerance`` (relative) of the ``default`` candidate keeps it (a few noisy lengths are not
+    evidence enough to leave the average, and the fit itself takes it from there)."""
     seen = {j: lifted_point(obs, j) for j in range(len(JOINT_NAMES))}
     pairs = [(a, b) for a, b in _SEGMENTS if seen[a] is not None and seen[b] is not None]
     if len(pairs) < 3:
@@ -106,6 +110,8 @@ def best_size(obs: PersonObservation, candidates: np.ndarray) -> int | None:
     a, b = np.array(pairs).T
     model = np.linalg.norm(candidates[:, a] - candidates[:, b], axis=-1)  # [K, S]
     ratio = np.median(np.log(measured[None] / np.maximum(model, 1e-6)), axis=1)
+    if abs(ratio[default]) < tolerance:
+        return default
     return int(np.argmin(np.abs(ratio)))
 
 
