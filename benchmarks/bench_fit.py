@@ -115,8 +115,8 @@ def race(body, name: str, max_steps: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default="clean,turned_stepping_heavy",
-                    help="ground-truth cases for speed (docs: clean,dressed,turned_stepping_heavy,across_slim,two_people)")
+    ap.add_argument("--cases", default="clean,turned_stepping_heavy", help="ground-truth cases for speed "
+                    "(docs/performance.md: clean,dressed,turned_stepping_heavy,across_slim,two_people)")
     ap.add_argument("--max-steps", type=int, default=1500, help="baseline step limit")
     ap.add_argument("--quality", action="store_true", help="also print the ground-truth table")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
