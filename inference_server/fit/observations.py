@@ -52,6 +52,7 @@ class PersonObservation:
     weights: np.ndarray  # [J] 0..1
     lifted: np.ndarray  # [J] observed depth of the joint's surface (NaN unknown)
     lifted_two_sided: np.ndarray  # [J] bool: the pixel shows the joint's own part
+    lifted_clothed: np.ndarray  # [J] bool: the pixel shows clothing over the joint's own part
     joint_radius: np.ndarray  # [J] metres under the skin
     points: np.ndarray  # [N,3] observed surface, camera frame (depth units when not metric)
     covering: np.ndarray  # [N] bool: clothing/hair/shoes (body on or behind), else skin
@@ -126,6 +127,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     # Lifted keypoint depth: the median of this person's valid depth around the keypoint.
     lifted = np.full(len(JOINT_NAMES), np.nan)
     two_sided = np.zeros(len(JOINT_NAMES), bool)
+    clothed = np.zeros(len(JOINT_NAMES), bool)
     radius = np.array([0.0 if n in SKIN_JOINTS else _JOINT_RADIUS.get(_joint_kind(n), 0.01)
                        for n in JOINT_NAMES])
     if has_depth:
@@ -145,6 +147,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
                 # Clothing over the joint's part: the joint is at least that deep (one-sided),
                 # not exactly (the clothing's thickness is not known here).
                 two_sided[j] = bool(allowed) and here in allowed
+                clothed[j] = bool(allowed) and not two_sided[j] and any(a in covered_classes(here) for a in allowed)
 
     # Surface samples on a regular grid (deterministic), skin or covering.
     points = np.zeros((0, 3))
@@ -190,7 +193,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     ys, xs = np.nonzero(mine)
     scale_px = float(np.hypot(xs.max() - xs.min() + 1, ys.max() - ys.min() + 1))
     return PersonObservation(
-        person_id, k, (h, w), xy, weights, lifted, two_sided, radius, points, covering,
+        person_id, k, (h, w), xy, weights, lifted, two_sided, clothed, radius, points, covering,
         point_parts, allowed_dt, part_dt, s, np.stack([cc + 0.5, rr + 0.5], 1), cover_w, scale_px,
         has_depth, bool(metric) and has_depth, part_pixels, frozenset(cut))
 

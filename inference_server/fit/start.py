@@ -130,9 +130,10 @@ def rotation_between(u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def lifted_point(obs: PersonObservation, joint: int) -> np.ndarray | None:
     """A keypoint back-projected at its lifted depth, where the pointmap shows the keypoint's own
-    part there (metric depth only); else None."""
+    part there, bare or clothed (metric depth only; under clothing a couple of centimetres too
+    near, close enough to size a body or choose a limb's fold by); else None."""
     if obs.weights[joint] <= 0 or not obs.metric or not np.isfinite(obs.lifted[joint]) \
-            or not obs.lifted_two_sided[joint]:
+            or not (obs.lifted_two_sided[joint] or obs.lifted_clothed[joint]):
         return None
     return _ray(obs, joint) * (obs.lifted[joint] + obs.joint_radius[joint])
 
