@@ -82,8 +82,9 @@ class FitSettings:
     plain_steps: int = 400
     target_joint_px: float | None = None  # stop (plain) once the mean reprojection error is below
     # plain: called every 5 steps as monitor(person_id, steps, seconds, camera_joints [J,3],
-    # reprojection_px); the run stops when it returns True. ``seconds`` is the fit's time so far without the monitor's
-    # own (the benchmark stops the baseline on the 3D joint error against a scene's truth).
+    # reprojection_px); the run stops when it returns True. ``seconds``: the fit's time so far,
+    # the monitor's own left out (the benchmark stops the baseline on the 3D joint error
+    # against a scene's truth).
     plain_monitor: object = None
     fingers: bool = True
     # torch threads while fitting: the fit's tensors are small, so extra threads buy little and
