@@ -52,9 +52,11 @@ class PersonObservation:
     weights: np.ndarray  # [J] 0..1
     lifted: np.ndarray  # [J] observed depth of the joint's surface (NaN unknown)
     lifted_two_sided: np.ndarray  # [J] bool: the pixel shows the joint's own part
+    lifted_clothed: np.ndarray  # [J] bool: the pixel shows clothing over the joint's own part
     joint_radius: np.ndarray  # [J] metres under the skin
     points: np.ndarray  # [N,3] observed surface, camera frame (depth units when not metric)
     covering: np.ndarray  # [N] bool: clothing/hair/shoes (body on or behind), else skin
+    point_parts: np.ndarray  # [N,C] bool per BODY_CLASSES: the body parts the point may lie on
     allowed_dt: np.ndarray  # [h,w] float32 distance (grid px) to where the body may project
     part_dt: np.ndarray  # [C,h,w] float32 per BODY_CLASSES: distance to pixels it may show as
     grid_scale: float  # grid px per maps px
@@ -64,6 +66,7 @@ class PersonObservation:
     has_depth: bool
     metric: bool
     part_pixels: dict  # body class -> pixels of this person showing it (skin or covering it)
+    parts_cut: frozenset = frozenset()  # body classes whose pixels touch the frame's edge
 
     @property
     def seen(self) -> np.ndarray:
@@ -124,6 +127,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     # Lifted keypoint depth: the median of this person's valid depth around the keypoint.
     lifted = np.full(len(JOINT_NAMES), np.nan)
     two_sided = np.zeros(len(JOINT_NAMES), bool)
+    clothed = np.zeros(len(JOINT_NAMES), bool)
     radius = np.array([0.0 if n in SKIN_JOINTS else _JOINT_RADIUS.get(_joint_kind(n), 0.01)
                        for n in JOINT_NAMES])
     if has_depth:
@@ -140,12 +144,15 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
                 side = "Left" if name.startswith("left") else "Right"
                 allowed = {f"{side}_{p}" if p != "Torso" else p for p in _KEYPOINT_PARTS.get(kind, ())}
                 here = names_by_id.get(int(parts[r, c]), "")
-                two_sided[j] = bool(allowed) and (here in allowed or any(
-                    a in covered_classes(here) for a in allowed))
+                # Clothing over the joint's part: the joint is at least that deep (one-sided),
+                # not exactly (the clothing's thickness is not known here).
+                two_sided[j] = bool(allowed) and here in allowed
+                clothed[j] = bool(allowed) and not two_sided[j] and any(a in covered_classes(here) for a in allowed)
 
     # Surface samples on a regular grid (deterministic), skin or covering.
     points = np.zeros((0, 3))
     covering = np.zeros(0, bool)
+    point_parts = np.zeros((0, len(BODY_CLASSES)), bool)
     if has_depth:
         valid = mine & np.isfinite(z) & (z > 0)
         rr, cc = np.nonzero(valid)
@@ -156,6 +163,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
             points = pm[rr, cc]
             cover_ids = [ids[n] for n in COVERING_CLASSES if n in ids]
             covering = np.isin(parts[rr, cc], cover_ids)
+            point_parts = _parts_of_labels(parts[rr, cc], names_by_id)
 
     # Distance fields on a small grid.
     s = min(1.0, grid_side / max(h, w))
@@ -166,11 +174,14 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     allowed_dt = ndimage.distance_transform_edt(~allowed).astype(np.float32)
     part_dt = np.zeros((len(BODY_CLASSES), gh, gw), np.float32)
     part_pixels = {}
+    cut = set()
     for c, cls in enumerate(BODY_CLASSES):
         show = {cls} | {n for n in ids if cls in covered_classes(n)}
         show_ids = [ids[n] for n in show if n in ids]
         own = mine & (parts == ids[cls]) if cls in ids else np.zeros_like(mine)
         part_pixels[cls] = int(own.sum())  # the part's own label: clothing does not say which limb
+        if own[0].any() or own[-1].any() or own[:, 0].any() or own[:, -1].any():
+            cut.add(cls)
         m = small(mine & np.isin(parts, show_ids)) | small(others_in_front)
         part_dt[c] = ndimage.distance_transform_edt(~m).astype(np.float32) if m.any() else 0.0
     # Pixels to cover: this person's pixels, skin weighted more than loose covering.
@@ -182,9 +193,19 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     ys, xs = np.nonzero(mine)
     scale_px = float(np.hypot(xs.max() - xs.min() + 1, ys.max() - ys.min() + 1))
     return PersonObservation(
-        person_id, k, (h, w), xy, weights, lifted, two_sided, radius, points, covering,
-        allowed_dt, part_dt, s, np.stack([cc + 0.5, rr + 0.5], 1), cover_w, scale_px,
-        has_depth, bool(metric) and has_depth, part_pixels)
+        person_id, k, (h, w), xy, weights, lifted, two_sided, clothed, radius, points, covering,
+        point_parts, allowed_dt, part_dt, s, np.stack([cc + 0.5, rr + 0.5], 1), cover_w, scale_px,
+        has_depth, bool(metric) and has_depth, part_pixels, frozenset(cut))
+
+
+def _parts_of_labels(labels: np.ndarray, names_by_id: dict) -> np.ndarray:
+    """[N,C] bool: per observed label, the body classes under it (its own part, or what the
+    clothing, hair or shoe it shows may cover; every part where the label says nothing)."""
+    out = np.zeros((len(labels), len(BODY_CLASSES)), bool)
+    for label in np.unique(labels):
+        under = [c for c, cls in enumerate(BODY_CLASSES) if cls in covered_classes(names_by_id.get(int(label), ""))]
+        out[labels == label] = True if not under else np.isin(np.arange(len(BODY_CLASSES)), under)
+    return out
 
 
 def _downsample(m: np.ndarray, gh: int, gw: int) -> np.ndarray:

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Where the fit starts: the rest body placed in the camera in closed form (numpy only).
 
-No optimisation step is spent finding the person: the rest body's joints are aligned (Kabsch)
-with the keypoints lifted by the pointmap, or, without metric depth, back-projected at the
-distance their spread implies.
+No optimisation step is spent finding the person: the rest body's torso joints are aligned
+(Kabsch) with the keypoints lifted by the pointmap, or, without metric depth, back-projected at
+the distance their spread implies. Here too: the body size the lifted bone lengths imply, and
+where each limb's far joint goes (on its keypoint's ray, at its bone's length), for the solver's
+closed-form limb turns.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .correspondences import JOINT_NAMES
-from .observations import PersonObservation
+from .observations import BODY_CLASSES, PersonObservation
 
 # anny's model frame (Z up, facing -Y) seen by a camera it faces: x = X, y = -Z, z = Y.
 FACING_CAMERA = np.array([[1.0, 0, 0], [0, 0, -1.0], [0, 1.0, 0]])
@@ -53,8 +55,9 @@ def closed_form(obs: PersonObservation, rest: np.ndarray) -> tuple[np.ndarray, n
     use = [j for j in range(len(JOINT_NAMES)) if obs.weights[j] > 0]
     lifted_torso = [j for j in _TORSO if obs.weights[j] > 0 and np.isfinite(obs.lifted[j])]
     if obs.metric and len(lifted_torso) >= 3:
-        sel = [j for j in use if np.isfinite(obs.lifted[j]) and obs.lifted_two_sided[j]] or \
-              [j for j in use if np.isfinite(obs.lifted[j])]
+        # The torso alone: the limbs are posed (they are turned next, bone by bone), and a rigid
+        # fit of the standing body to a raised arm or a step tilts and shifts the whole body.
+        sel = lifted_torso
         z = obs.lifted[sel] + obs.joint_radius[sel]
     else:
         sel = use
@@ -82,3 +85,127 @@ def facing_the_camera(obs: PersonObservation, rest: np.ndarray) -> tuple[np.ndar
     c = obs.cover_pixels.mean(0)
     centre = np.array([(c[0] - k[0, 2]) / k[0, 0] * z, (c[1] - k[1, 2]) / k[1, 1] * z, z])
     return FACING_CAMERA, centre - FACING_CAMERA @ rest.mean(0)
+
+
+# Lengths the closed-form start measures the person by: pairs of joints on one rigid bone or
+# across the torso (their distance hardly depends on the pose).
+_SEGMENTS = tuple((JOINT_NAMES.index(a), JOINT_NAMES.index(b)) for a, b in (
+    ("left_shoulder", "right_shoulder"), ("left_hip", "right_hip"), ("left_shoulder", "left_hip"),
+    ("right_shoulder", "right_hip"), ("left_shoulder", "left_elbow"), ("right_shoulder", "right_elbow"),
+    ("left_elbow", "left_wrist"), ("right_elbow", "right_wrist"), ("left_hip", "left_knee"),
+    ("right_hip", "right_knee"), ("left_knee", "left_ankle"), ("right_knee", "right_ankle")))
+
+
+def best_size(obs: PersonObservation, candidates: np.ndarray, default: int, tolerance: float = 0.05) -> int | None:
+    """Of candidate bodies' joints [K,J,3], the one whose sizes best match the person's lifted
+    joints (the median ratio of the measured segments nearest 1); None without enough metric
+    measurements. A child or a two-metre adult then starts at about its size; a person within
+    ``tolerance`` (relative) of the ``default`` candidate keeps it (a few noisy lengths are not
+    evidence enough to leave the average, and the fit itself takes it from there)."""
+    seen = {j: lifted_point(obs, j) for j in range(len(JOINT_NAMES))}
+    pairs = [(a, b) for a, b in _SEGMENTS if seen[a] is not None and seen[b] is not None]
+    if len(pairs) < 3:
+        return None
+    measured = np.array([np.linalg.norm(seen[a] - seen[b]) for a, b in pairs])
+    a, b = np.array(pairs).T
+    model = np.linalg.norm(candidates[:, a] - candidates[:, b], axis=-1)  # [K, S]
+    ratio = np.median(np.log(measured[None] / np.maximum(model, 1e-6)), axis=1)
+    if abs(ratio[default]) < tolerance:
+        return default
+    return int(np.argmin(np.abs(ratio)))
+
+
+def rotation_between(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The smallest rotation taking direction u to direction v (no twist about either)."""
+    u = u / max(np.linalg.norm(u), 1e-12)
+    v = v / max(np.linalg.norm(v), 1e-12)
+    axis = np.cross(u, v)
+    s, c = np.linalg.norm(axis), float(np.dot(u, v))
+    if s < 1e-9:
+        return np.eye(3)  # parallel (or exactly opposite: left to the solver)
+    k = axis / s
+    kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    return np.eye(3) + s * kx + (1 - c) * (kx @ kx)
+
+
+def lifted_point(obs: PersonObservation, joint: int) -> np.ndarray | None:
+    """A keypoint back-projected at its lifted depth, where the pointmap shows the keypoint's own
+    part there, bare or clothed (metric depth only; under clothing a couple of centimetres too
+    near, close enough to size a body or choose a limb's fold by); else None."""
+    if obs.weights[joint] <= 0 or not obs.metric or not np.isfinite(obs.lifted[joint]) \
+            or not (obs.lifted_two_sided[joint] or obs.lifted_clothed[joint]):
+        return None
+    return _ray(obs, joint) * (obs.lifted[joint] + obs.joint_radius[joint])
+
+
+def _ray(obs: PersonObservation, joint: int) -> np.ndarray:
+    """The keypoint's ray through the camera centre, scaled to unit depth."""
+    k = obs.intrinsics
+    return np.array([(obs.keypoints[joint, 0] - k[0, 2]) / k[0, 0], (obs.keypoints[joint, 1] - k[1, 2]) / k[1, 1], 1.0])
+
+
+# Where a joint no keypoint shows is looked for: the seen skin of the part that lies along
+# the bone ending at the joint (the hand continues the forearm; a thigh's points lie along it).
+_PART_ALONG = {"elbow": ("Upper_Arm",), "wrist": ("Hand", "Lower_Arm"), "knee": ("Upper_Leg",),
+               "ankle": ("Lower_Leg",)}
+
+
+def part_direction_target(obs: PersonObservation, joint: int, pivot: np.ndarray, length: float) -> np.ndarray | None:
+    """For a joint without its keypoint: the point at the bone's length from its head towards
+    the seen skin points of the part along the bone, their centroid set back by a limb's radius
+    (the pointmap sees the near side). Not from a part the frame cuts (its centroid is not the
+    limb's), and with metric depth only."""
+    name = JOINT_NAMES[joint]
+    side, kind = name.split("_", 1)
+    if not obs.metric or kind not in _PART_ALONG or not len(obs.points):
+        return None
+    own = obs.point_parts.sum(1) == 1  # skin of one part (not clothing over several)
+    for part in _PART_ALONG[kind]:
+        cls = f"{side.capitalize()}_{part}"
+        if cls in obs.parts_cut:
+            continue
+        pts = obs.points[own & obs.point_parts[:, BODY_CLASSES.index(cls)]]
+        if len(pts) >= 5:
+            centre = np.median(pts, axis=0) + np.array([0.0, 0.0, obs.joint_radius[joint]])
+            direction = centre - pivot
+            return pivot + direction / max(np.linalg.norm(direction), 1e-9) * length
+    return None
+
+
+def limb_target(obs: PersonObservation, joint: int, pivot: np.ndarray, length: float,
+                current: np.ndarray, end: tuple[int, float] | None = None,
+                forward: np.ndarray | None = None) -> np.ndarray | None:
+    """Where a limb's far joint should go (camera frame): on its keypoint's ray, at the bone's
+    length from the bone's head. Of the two such points: the one nearer the depth the pointmap
+    lifts the keypoint to (its own part seen there); else, when ``end`` = (the next joint, the
+    next bone's length) and that joint is lifted, the one from which it is in reach (a knee
+    over a hole in the depth, its ankle seen); else the one nearer the limb's current depth. A
+    joint something else covers is not put in front of that cover. ``forward`` (the body's
+    front, for a knee): a knee is not put behind the line from its hip to its ankle (knees do
+    not bend backwards), unless both points are."""
+    if obs.weights[joint] <= 0:
+        return part_direction_target(obs, joint, pivot, length)
+    d = _ray(obs, joint)
+    d /= np.linalg.norm(d)
+    along = float(d @ pivot)
+    disc = along ** 2 - float(pivot @ pivot) + length ** 2
+    if disc <= 0:  # the ray passes farther than the bone reaches: the nearest point on it
+        return d * along
+    roots = [d * (along - np.sqrt(disc)), d * (along + np.sqrt(disc))]
+    own = lifted_point(obs, joint)
+    if own is not None:
+        return min(roots, key=lambda p: abs(p[2] - own[2]))
+    far = lifted_point(obs, end[0]) if end is not None else None
+    if far is not None:
+        def cost(p):
+            reach = abs(np.linalg.norm(far - p) - end[1])
+            if forward is None:
+                return reach
+            axis = (far - pivot) / max(np.linalg.norm(far - pivot), 1e-9)
+            off = (p - pivot) - axis * float((p - pivot) @ axis)  # from the hip-ankle line
+            return reach + (1.0 if float(off @ forward) < -0.02 else 0.0)
+        return min(roots, key=cost)
+    ref = float(current[2])
+    if obs.metric and np.isfinite(obs.lifted[joint]):  # covered: at or behind the cover
+        ref = max(ref, obs.lifted[joint] + obs.joint_radius[joint])
+    return min(roots, key=lambda p: abs(p[2] - ref))

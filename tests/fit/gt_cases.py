@@ -16,8 +16,8 @@ import scoring
 SIZE = (320, 240)
 
 
-def _one(pose, shape, yaw, size=SIZE, dressed=False):
-    body = scenes.pose_body(pose, shape, yaw, (0.0, 0.0, 3.0))
+def _one(pose, shape, yaw, size=SIZE, dressed=False, distance=3.0):
+    body = scenes.pose_body(pose, shape, yaw, (0.0, 0.0, distance))
     shown = scenes.dress(body) if dressed else body
     scene = scenes.render([shown], size)
     maps = scenes.with_clothing(scene.maps) if dressed else scene.maps
@@ -36,6 +36,8 @@ def case(name: str):
         return _one("arms_bent", "child", 15.0)
     if name == "dressed":
         return _one("arms_bent", "average", 10.0, dressed=True)
+    if name == "dressed_child":  # clothing over most joints: the start must still size a child
+        return _one("arms_raised", "child", 0.0, dressed=True, distance=2.2)
     if name == "noisy":
         maps, bodies = _one("arms_raised", "average", -15.0)
         return scenes.degrade(maps, keypoint_px=3.0, depth_m=0.01, holes=3, seed=1), bodies
@@ -57,7 +59,7 @@ def case(name: str):
     raise KeyError(name)
 
 
-CASES = ("clean", "turned_stepping_heavy", "across_slim", "child", "dressed", "noisy", "missing_wrist",
+CASES = ("clean", "turned_stepping_heavy", "across_slim", "child", "dressed", "dressed_child", "noisy", "missing_wrist",
          "half_body", "two_people", "relative_depth", "no_depth")
 
 

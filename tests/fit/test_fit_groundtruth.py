@@ -16,15 +16,17 @@ import gt_cases
 
 pytestmark = [pytest.mark.slow, pytest.mark.groundtruth]
 
-# case: (hidden cm, Chamfer %, joints mean cm, joints max cm, |height error| cm)
+# case: (hidden cm, Chamfer %, joints mean cm, joints max cm, |height error| cm). Measured
+# (bench_fit.py --quality): about half of each limit; the height limit is the 2 cm.
 LIMITS = {
-    "clean": (1.0, 0.6, 2.0, 4.0, 4.0),
-    "turned_stepping_heavy": (1.5, 0.6, 2.0, 4.0, 7.0),
-    "across_slim": (1.2, 1.0, 2.5, 8.5, 2.0),
-    "child": (1.0, 0.8, 2.0, 4.0, 2.0),
-    "dressed": (1.5, 0.8, 2.5, 4.0, 5.0),
-    "noisy": (1.5, 0.8, 3.0, 10.0, 6.0),
-    "two_people": (1.0, 1.0, 2.5, 6.0, 4.5),
+    "clean": (0.5, 0.3, 1.0, 2.0, 2.0),
+    "turned_stepping_heavy": (1.0, 0.5, 1.2, 2.5, 2.0),
+    "across_slim": (0.9, 0.7, 1.3, 2.5, 2.0),
+    "child": (0.5, 0.4, 1.1, 2.5, 2.0),
+    "dressed": (0.9, 0.5, 1.6, 3.0, 2.0),
+    "dressed_child": (0.6, 0.6, 1.4, 2.5, 2.0),
+    "noisy": (0.8, 0.5, 1.6, 3.5, 2.0),
+    "two_people": (0.9, 0.7, 1.3, 2.5, 2.0),
 }
 
 
@@ -59,12 +61,15 @@ def test_a_missing_wrist_is_estimated_and_flagged(results):
     fit, _maps, _bodies, rows = results["missing_wrist"]
     estimated = dict(zip(JOINT_NAMES, fit["joints_estimated"][0]))
     assert estimated["left_wrist"] and not estimated["right_wrist"]
-    assert rows[0]["hidden_cm"] <= 1.0
+    # placed by its forearm's and hand's segmentation and surface (was ~20 cm off)
+    assert rows[0]["hidden_cm"] <= 0.5 and rows[0]["joint_max_cm"] <= 3.0, rows[0]
+    assert abs(rows[0]["height_err_cm"]) <= 2.0, rows[0]
 
 
 def test_a_half_body_portrait_gets_neutral_standing_legs(results, body):
     fit, maps, _bodies, rows = results["half_body"]
-    assert rows[0]["hidden_cm"] <= 1.0 and rows[0]["joint_mean_cm"] <= 2.0  # the upper body
+    assert rows[0]["hidden_cm"] <= 0.5 and rows[0]["joint_mean_cm"] <= 1.0, rows[0]  # the upper body
+    assert abs(rows[0]["height_err_cm"]) <= 2.0, rows[0]
     # The legs the photo does not show stand straight under the hips (rest pose), not noise.
     m = fit["bone_matrices"][0]
     rest = fit["rest_bone_matrices"][0]
@@ -78,7 +83,7 @@ def test_a_half_body_portrait_gets_neutral_standing_legs(results, body):
     assert estimated["left_ankle"] and estimated["right_knee"]
 
 
-@pytest.mark.parametrize("name,hidden,jmean", [("relative_depth", 6.0, 9.0), ("no_depth", 3.5, 7.5)])
+@pytest.mark.parametrize("name,hidden,jmean", [("relative_depth", 2.5, 4.0), ("no_depth", 2.0, 5.0)])
 def test_without_metric_depth_the_body_is_still_placed(results, name, hidden, jmean):
     fit, _maps, _bodies, rows = results[name]
     rep = json.loads(str(fit["reports"][0]))
