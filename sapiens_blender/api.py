@@ -227,7 +227,8 @@ def animate(
         if rig == "body":
             from .core.motion.body_drive import drive_bodies, server_body_driver
 
-            drive_bodies(animation, *server_body_driver(client, cancel_event=cancel_event), progress=progress)
+            drive_bodies(animation, *server_body_driver(client, cancel_event=cancel_event), progress=progress,
+                         whole_clip=offline)
         return animation
 
     if maps_dir and rig == "relief":

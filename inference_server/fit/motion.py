@@ -55,6 +55,11 @@ class MotionSettings:
     torso_reference: float = 2.0  # spine and neck towards the reference frame's bends
     threads: int | None = 1
     robust_cm: float = 1.0
+    # The solved poses, smoothed: "causal" (frame t reads no later frame: the clip's joints
+    # already used the 2 frames of look-ahead), "centred" (whole-clip mode) or "none".
+    smoothing: str = "causal"
+    follow: float = 0.7  # causal: tracking gain (1 = no smoothing)
+    centred_frames: int = 3  # centred: frames each side
     tolerance: float = 1e-4  # L-BFGS stops a frame when a step changes the loss (cm^2) by less
 
 
@@ -100,6 +105,8 @@ class _Driver:
         if not 0 <= ref < len(targets):
             raise ValueError(f"reference_frame {ref} is outside the track's {len(targets)} frames")
         self.ref = ref
+        if settings.smoothing not in ("causal", "centred", "none"):
+            raise ValueError(f"smoothing must be 'causal', 'centred' or 'none', got {settings.smoothing!r}")
         self.t_len = len(targets)
         ok = np.isfinite(targets).all(-1) & (weights > 0)
         self.targets = torch.as_tensor(np.where(ok[..., None], targets, 0.0), dtype=dt)
@@ -285,6 +292,15 @@ class _Driver:
                 progress("body motion", done / max(len(order), 1), f"posing the body: frame {done + 1} of {self.t_len}")
             guess = [free[neighbour], *self._rigid_start(frame, free[neighbour], rrot[neighbour], trans[neighbour])]
             free[frame], rrot[frame], trans[frame] = self._solve(frame, *guess, guess[0])
+        # What is left of each frame's own solve (a few mm of wiggle where the joints leave a
+        # little freedom) is smoothed away: causally when the clip's joints already used their
+        # look-ahead, over a centred window when the whole clip is known.
+        if self.s.smoothing == "causal":
+            a = self.s.follow
+            free, rrot, trans = _smooth_rotations(free, follow=a), _smooth_rotations(rrot, follow=a), _follow(trans, a)
+        elif self.s.smoothing == "centred":
+            n = self.s.centred_frames
+            free, rrot, trans = _smooth_rotations(free, n), _smooth_rotations(rrot, n), _smooth_values(trans, n)
         with torch.no_grad():
             rot = self.ref_rot.expand(self.t_len, -1, -1).clone()
             rot[:, self.free] = free
@@ -309,6 +325,58 @@ class _Driver:
             progress("body motion", 1.0, f"posed the body on {self.t_len} frames")
         return MotionResult(rot.double().numpy(), placement, sk.bone_poses.double().numpy(),
                             joints.double().numpy(), residual, time.perf_counter() - started)
+
+
+def _kernel(half_width: int) -> np.ndarray:
+    """Binomial weights over -half_width..half_width (a gentle low-pass)."""
+    from math import comb
+
+    return np.array([comb(2 * half_width, k) for k in range(2 * half_width + 1)], np.float64)
+
+
+def _smooth_values(x: torch.Tensor, half_width: int) -> torch.Tensor:
+    """Centred weighted mean along time (axis 0). Near the track's ends the window narrows to
+    stay centred (a cut, lopsided window would drag the first and last frames along the motion)."""
+    t_len = x.shape[0]
+    out = torch.zeros_like(x)
+    for f in range(t_len):
+        n = min(half_width, f, t_len - 1 - f)
+        w = torch.as_tensor(_kernel(n), dtype=x.dtype)
+        w = w / w.sum()
+        out[f] = (w.reshape(-1, *([1] * (x.dim() - 1))) * x[f - n:f + n + 1]).sum(0)
+    return out
+
+
+def _follow(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Causal constant-velocity tracking (an alpha-beta filter with the steady-state Kalman
+    relation beta = alpha^2 / (2 - alpha)) along time: frame t reads no later frame."""
+    beta = alpha * alpha / (2.0 - alpha)
+    out = torch.empty_like(x)
+    est, vel = x[0].clone(), torch.zeros_like(x[0])
+    out[0] = est
+    for f in range(1, len(x)):
+        pred = est + vel
+        r = x[f] - pred
+        est = pred + alpha * r
+        vel = vel + beta * r
+        out[f] = est
+    return out
+
+
+def _smooth_rotations(rotvecs: torch.Tensor, half_width: int = 0, follow: float | None = None) -> torch.Tensor:
+    """Rotation vectors [T,...,3] smoothed as unit quaternions (signs made continuous in time,
+    then a centred weighted mean over ``half_width`` frames each side or, with ``follow``, the
+    causal tracking filter; renormalised): no wrap-around at pi."""
+    import roma
+
+    q = roma.rotvec_to_unitquat(rotvecs.double())
+    flips = torch.ones(q.shape[:-1], dtype=q.dtype)
+    for f in range(1, len(q)):
+        flips[f] = flips[f - 1] * torch.where((q[f] * q[f - 1]).sum(-1) < 0, -1.0, 1.0)
+    q = q * flips[..., None]
+    q = _follow(q, follow) if follow is not None else _smooth_values(q, half_width)
+    q = q / q.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return roma.unitquat_to_rotvec(q).to(rotvecs.dtype)
 
 
 def rotvecs_from_bone_matrices(body: BodyModel, phenotypes, bone_matrices) -> np.ndarray:

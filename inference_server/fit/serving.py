@@ -37,6 +37,7 @@ MOTION_INPUTS = {  # body_motion: one track of a clip (docs/body_format.md, "A b
     "targets": ("FP32", [-1, -1, 3], True),
     "target_names": ("BYTES", [-1], True),
     "weights": ("FP32", [-1, -1], True),
+    "smoothing": ("BYTES", [1], False),  # "causal" (default), "centred" (whole clip) or "none"
 }
 
 
@@ -172,12 +173,12 @@ class BodyMotionBackend(_BodyModelBackend):
                       cancel: CancelToken | None = None) -> dict[str, np.ndarray]:
         import json
 
-        from .motion import MAX_FRAMES, drive_body, rotvecs_from_bone_matrices
+        from .motion import MAX_FRAMES, MotionSettings, drive_body, rotvecs_from_bone_matrices
 
         missing = [k for k, (_d, _s, req) in MOTION_INPUTS.items() if req and k not in inputs]
         if missing:
             raise BackendError(f"body_motion needs {missing} (docs/body_format.md)", 400)
-        arr = {k: np.asarray(inputs[k]) for k in MOTION_INPUTS}
+        arr = {k: np.asarray(inputs[k]) for k, (_d, _s, req) in MOTION_INPUTS.items() if req}
         names = [_text(x) for x in arr["target_names"].reshape(-1)]
         targets, weights = arr["targets"].astype(np.float64), arr["weights"].astype(np.float64)
         n_bones = len(self._body.bone_names)
@@ -201,11 +202,15 @@ class BodyMotionBackend(_BodyModelBackend):
             raise BackendError(f"reference_frame {ref} is outside the track's {len(targets)} frames", 400)
         if not np.isfinite(targets[ref]).any():
             raise BackendError(f"the reference frame {ref} has no finite target", 422)
+        smoothing = _text(np.asarray(inputs["smoothing"]).reshape(-1)[0]) if "smoothing" in inputs else "causal"
+        if smoothing not in ("causal", "centred", "none"):
+            raise BackendError(f"smoothing must be 'causal', 'centred' or 'none', got {smoothing!r}", 400)
         rot = rotvecs_from_bone_matrices(self._body, arr["phenotypes"], arr["reference_bone_matrices"])
         res = drive_body(self._body, arr["phenotypes"], rot, arr["reference_placement"], targets, names,
-                         np.nan_to_num(weights, nan=0.0), ref, cancel=cancel, progress=progress)
+                         np.nan_to_num(weights, nan=0.0), ref, MotionSettings(smoothing=smoothing),
+                         cancel=cancel, progress=progress)
         f32 = lambda x: np.ascontiguousarray(x, np.float32)  # noqa: E731
-        report = {"seconds": round(res.seconds, 3), "frames": len(targets),
+        report = {"seconds": round(res.seconds, 3), "frames": len(targets), "smoothing": smoothing,
                   "residual_mm_mean": round(1000 * float(res.residual_m.mean()), 2),
                   "residual_mm_max": round(1000 * float(res.residual_m.max()), 2)}
         return {"body_version": np.array(self._body.version), "rotvecs": f32(res.rotvecs),

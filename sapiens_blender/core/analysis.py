@@ -124,19 +124,21 @@ MOTION_MODEL = "body_motion"
 
 
 def body_motion(client: V2Client, *, phenotypes, reference_bone_matrices, reference_placement,
-                reference_frame: int, targets, target_names, weights,
+                reference_frame: int, targets, target_names, weights, smoothing: str = "causal",
                 progress: ProgressCallback | None = None, cancel_event: threading.Event | None = None,
                 timeout: float | None = None) -> dict[str, np.ndarray]:
     """One track's fitted body posed on every frame's joints (``targets`` [T,N,3], camera frame,
     NaN = unknown; ``weights`` [T,N]), the shape held: per-frame ``rotvecs``, ``placement``,
-    ``bone_matrices``, ``joints`` (docs/body_format.md, "A body through a clip")."""
+    ``bone_matrices``, ``joints`` (docs/body_format.md, "A body through a clip"). ``smoothing``
+    of the solved poses: "causal" (reads no later frame), "centred" (whole clip) or "none"."""
     inputs = {"phenotypes": np.asarray(phenotypes, np.float32).reshape(6),
               "reference_bone_matrices": np.asarray(reference_bone_matrices, np.float32),
               "reference_placement": np.asarray(reference_placement, np.float32),
               "reference_frame": np.asarray([int(reference_frame)], np.int32),
               "targets": np.asarray(targets, np.float32),
               "target_names": np.asarray([str(n).encode() for n in target_names], object),
-              "weights": np.asarray(weights, np.float32)}
+              "weights": np.asarray(weights, np.float32),
+              "smoothing": np.asarray([smoothing.encode()], object)}
     outputs = _infer_watched(client, MOTION_MODEL, inputs, None, progress, cancel_event,
                              timeout=timeout, what="body motion")
     return _texts_to_str(outputs)

@@ -95,7 +95,7 @@ class SAPIENS_OT_animate(_JobOperator, bpy.types.Operator):
             return {"CANCELLED"}
         scene_name = context.scene.name
         options = AnimateOptions(smoothing=SmoothingOptions(lag=None if props.offline else 2))
-        rig, body_mode = props.rig, props.body_mode.lower()
+        rig, body_mode, offline = props.rig, props.body_mode.lower(), props.offline
 
         def work(progress):
             progress.update("starting server", None, "starting the inference server")
@@ -115,7 +115,7 @@ class SAPIENS_OT_animate(_JobOperator, bpy.types.Operator):
                     progress.update("body", done / count if count else None, message)
 
                 drive_bodies(animation, *server_body_driver(client, cancel_event=progress.cancel_event),
-                             progress=per_track)
+                             progress=per_track, whole_clip=offline)
             return animation
 
         def on_success(animation):

@@ -8,7 +8,7 @@ import torch
 
 from inference_server.backends.base import BackendError
 from inference_server.fit.correspondences import JOINT_NAMES
-from inference_server.fit.motion import drive_body, rotvecs_from_bone_matrices
+from inference_server.fit.motion import MotionSettings, drive_body, rotvecs_from_bone_matrices
 from inference_server.fit.serving import BodyMotionBackend
 
 PHENOTYPES = np.array([0.5, 0.5, 0.45, 0.55, 0.6, 0.5])
@@ -63,7 +63,8 @@ def test_a_known_motion_is_followed_from_its_joints_and_markers(body):
     weights[5, 4] = 0.0  # a wrist unseen on one frame
     targets[5, 4] = np.nan
     ref = 4  # the fitted frame, in the middle: frames are solved outwards both ways
-    res = drive_body(body, PHENOTYPES, rot[ref], placement[ref], targets, names, weights, ref)
+    res = drive_body(body, PHENOTYPES, rot[ref], placement[ref], targets, names, weights, ref,
+                     MotionSettings(smoothing="none"))
     err = np.linalg.norm(res.joints[:, [JOINT_NAMES.index(n) for n in LIMBS]] - targets[:, :12], axis=-1)
     err[5, 4] = 0.0
     assert err.max() < 0.015, err.max()  # the body reaches its own joints
@@ -78,6 +79,23 @@ def test_a_known_motion_is_followed_from_its_joints_and_markers(body):
     assert np.abs(res.placement[:, :3, 3] - placement[:, :3, 3]).max() < 0.02
     assert np.allclose(res.bone_matrices[ref], out["bone_matrices"][ref], atol=1e-4)  # the fitted frame kept
     assert res.rotvecs.shape == rot.shape and np.isfinite(res.rotvecs).all()
+    # Smoothed (the default, causal; or centred for a whole clip), a smooth motion stays put.
+    for smoothing, limit in (("causal", 0.02), ("centred", 0.012)):
+        smooth = drive_body(body, PHENOTYPES, rot[ref], placement[ref], targets, names, weights, ref,
+                            MotionSettings(smoothing=smoothing))
+        err = np.linalg.norm(smooth.joints[:, [JOINT_NAMES.index(n) for n in LIMBS]] - targets[:, :12], axis=-1)
+        err[5, 4] = 0.0
+        assert err.mean() < limit / 3 and err.max() < limit, (smoothing, err.max())
+
+
+def test_causal_smoothing_reads_no_later_frame(body):
+    """Frame t of the default (causal) smoothing is the same whether later frames exist or not."""
+    rot, placement, out = _moving(body, 8)
+    targets = out["joints"][:, [JOINT_NAMES.index(n) for n in LIMBS]].astype(np.float64)
+    targets[:, :, :2] += np.random.default_rng(1).normal(0.0, 0.004, targets[:, :, :2].shape)
+    full = drive_body(body, PHENOTYPES, rot[0], placement[0], targets, LIMBS, np.ones(targets.shape[:2]), 0)
+    part = drive_body(body, PHENOTYPES, rot[0], placement[0], targets[:5], LIMBS, np.ones((5, 12)), 0)
+    np.testing.assert_allclose(part.joints, full.joints[:5], atol=1e-6)
 
 
 def test_same_track_same_answer(body):
@@ -99,6 +117,7 @@ def test_bad_tracks_get_clear_errors(body):
     result = backend.infer_tensors(good, {})
     assert result["bone_matrices"].shape == (2, len(body.bone_names), 4, 4)
     for change, words in (({"targets": out["joints"][:, :11]}, "targets must be [T,12,3]"),
+                          ({"smoothing": np.array([b"gaussian"], object)}, "smoothing must be"),
                           ({"weights": np.ones((3, 12), np.float32)}, "weights must be [2, 12]"),
                           ({"reference_frame": np.array([7], np.int32)}, "outside the track's 2 frames"),
                           ({"reference_bone_matrices": out["bone_matrices"][0, :5]}, "reference_bone_matrices must be")):

@@ -94,10 +94,13 @@ def server_body_driver(client, timeout: float | None = None,
 
 
 def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: PoseTrack,
-                 progress=None) -> list[str]:
+                 progress=None, whole_clip: bool = False) -> list[str]:
     """Give every track of ``animation`` its fitted body (``track.body``); a track whose body
     cannot be fitted keeps the relief armature, and a note says why. Returns the notes (also
-    appended to ``animation.notes``); ``animation.source`` says what drives the tracks."""
+    appended to ``animation.notes``); ``animation.source`` says what drives the tracks.
+
+    ``whole_clip``: the joints were smoothed with the whole clip, so may the poses be (centred);
+    else the poses are smoothed causally (the joints already used the look-ahead allowed)."""
     notes = []
     todo = [t for t in animation.tracks if t.reference_maps is not None and t.reference_person is not None]
     for t in animation.tracks:
@@ -128,7 +131,8 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
                     progress(done + min(max(float(fraction), 0.0), 1.0), len(todo), f"track {t.id}: {message}")
 
             try:
-                t.body = _drive_one(t, animation.joint_names, template, fit, pose_track, frames_done)
+                t.body = _drive_one(t, animation.joint_names, template, fit, pose_track, frames_done,
+                                    "centred" if whole_clip else "causal")
             except NO_BODY_ERRORS as exc:
                 notes.append(f"track {t.id}: the body could not follow the clip ({_first_line(exc)}); "
                              f"the relief armature is animated")
@@ -150,13 +154,14 @@ def summarise_source(animation: Animation) -> str:
 
 
 def _drive_one(track: TrackAnimation, joint_names, template: BodyTemplate, fit: BodyFit, pose_track: PoseTrack,
-               progress=None) -> TrackBody:
+               progress=None, smoothing: str = "causal") -> TrackBody:
     i = fit.index(int(track.reference_person))
     ref = int(track.reference_frame)
     weights = np.where(track.estimated, WEIGHT_ESTIMATED, 1.0)
     out = pose_track(phenotypes=fit.phenotypes[i], reference_bone_matrices=fit.bone_matrices[i],
                      reference_placement=fit.placement[i], reference_frame=ref, targets=track.joints,
-                     target_names=list(joint_names), weights=weights, progress=progress)
+                     target_names=list(joint_names), weights=weights, smoothing=smoothing,
+                     progress=progress)
     t_len = len(track.frames)
     bones = np.asarray(out.get("bone_matrices"), np.float64)
     placement = np.asarray(out.get("placement"), np.float64)
