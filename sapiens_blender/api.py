@@ -221,36 +221,43 @@ def animate(
     source = open_source(clip, FrameRange(start, end, stride), fps, maps=maps_dir)
     options = AnimateOptions(smoothing=SmoothingOptions(lag=None if offline else 2))
 
+    blend_only = bool(outputs) and all(Path(o).suffix.lower() == ".blend" for o in outputs)
+
     def run(client):
         animation = run_clip(source, server_analyzer(client, model, max_side, cancel_event), parallel=parallel,
                              options=options, progress=progress, cancel_event=cancel_event)
         if rig == "body":
             from .core.motion.body_drive import drive_bodies, server_body_driver
 
+            # Deferred: Blender builds each body from its fit while the server poses it.
             drive_bodies(animation, *server_body_driver(client, cancel_event=cancel_event), progress=progress,
-                         whole_clip=offline)
-        return animation
+                         whole_clip=offline, defer=True)
+        try:
+            result = build_animation(animation, name or Path(clip).stem,
+                                     background=None if maps_dir or not background else clip, mesh=mesh,
+                                     normal_space="OBJECT" if blend_only else "TANGENT", body_mode=body_mode,
+                                     rig_names=rig_names)
+        finally:  # an error in the build leaves no pose request behind the server's back
+            for track in animation.tracks:
+                if track.body is not None and hasattr(track.body.motion, "cancel"):
+                    track.body.motion.cancel()
+        return animation, result
 
     if maps_dir and rig == "relief":
-        animation = run(None)  # maps in, relief armature out: no server at all
+        animation, result = run(None)  # maps in, relief armature out: no server at all
     elif maps_dir:
         from .core.errors import ServerStartError
 
         try:
-            animation = _with_server(run, server, token)
+            animation, result = _with_server(run, server, token)
         except ServerStartError as exc:  # only the body needed it: say how to do without
             raise ServerStartError(f"{exc} (the fitted body needs the inference server; rig='relief', "
                                    f"CLI --rig relief, animates the maps without one)",
                                    status=exc.status, detail=exc.detail) from exc
     else:
-        animation = _with_server(run, server, token)
+        animation, result = _with_server(run, server, token)
     if save_joints:
         joints_file.write(save_joints, animation)
-    blend_only = bool(outputs) and all(Path(o).suffix.lower() == ".blend" for o in outputs)
-    result = build_animation(animation, name or Path(clip).stem,
-                             background=None if maps_dir or not background else clip, mesh=mesh,
-                             normal_space="OBJECT" if blend_only else "TANGENT", body_mode=body_mode,
-                             rig_names=rig_names)
     result.animation = animation
     result.written = [_export.export(out, result.objects, animation=True) for out in outputs or ()]
     return result

@@ -20,6 +20,7 @@ import bpy
 import numpy as np
 
 from ..core.geometry.types import GeometryError
+from ..core.motion.body_drive import NO_BODY_ERRORS, no_motion_note, summarise_source
 from ..core.motion.clip import Animation, TrackAnimation
 from ..core.motion.rig import BONE_NAMES
 from .armature import build_armature
@@ -73,12 +74,21 @@ def build_animation(animation: Animation, name: str = "clip", *, background: str
         keys = frame_start + np.array([position[int(f)] for f in track.frames], np.float64)
         if track.body is not None:
             arm, body_mesh = _fitted_body(track, f"{name} track {track.id}", collection, body_mode, rig_names)
-            arm["sapiens_track"] = int(track.id)
-            arm["sapiens_animation_source"] = track.source
-            bake_body_track(arm, track.body, keys, label)
-            armatures.append(arm)
-            meshes.append(body_mesh)
-            continue
+            try:
+                track.body.settle()  # a deferred motion is waited for here, after the build
+            except NO_BODY_ERRORS as exc:
+                for obj in (body_mesh, arm):
+                    bpy.data.objects.remove(obj)
+                track.body = None
+                notes.append(no_motion_note(track, exc))
+                animation.notes.append(notes[-1])
+            else:
+                arm["sapiens_track"] = int(track.id)
+                arm["sapiens_animation_source"] = track.source
+                bake_body_track(arm, track.body, keys, label)
+                armatures.append(arm)
+                meshes.append(body_mesh)
+                continue
         body = None
         if mesh and track.reference_maps is not None:
             try:
@@ -95,6 +105,7 @@ def build_animation(animation: Animation, name: str = "clip", *, background: str
         bake_track(arm, track, keys, label)
         armatures.append(arm)
     scene.frame_set(frame_start)
+    animation.source = summarise_source(animation)
     return AnimationResult(camera, collection, armatures, meshes, animation.source,
                            (frame_start, frame_start + len(animation.frames) - 1), notes)
 

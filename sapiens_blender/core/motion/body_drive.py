@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,6 +44,16 @@ PoseTrack = Callable[..., dict]
 
 
 @dataclass
+class BodyMotion:
+    """The server's poses of one track's body, ready for the Blender side."""
+
+    bone_matrices: np.ndarray  # [T,B,4,4] model frame of the reference frame's placement
+    joints: np.ndarray  # [T,J,3] camera frame, template.joint_names order
+    residual_m: np.ndarray  # [T] mean distance of the body's points to the track's joints
+    report: dict = field(default_factory=dict)
+
+
+@dataclass
 class TrackBody:
     """One track's fitted body and its pose on every frame of the track."""
 
@@ -50,10 +61,31 @@ class TrackBody:
     fit: BodyFit  # the fit of the track's reference frame (it may hold other people too)
     person_id: int  # the person in ``fit`` (and in the reference maps)
     reference: int  # position in the track of the fitted frame
-    bone_matrices: np.ndarray  # [T,B,4,4] model frame of the reference frame's placement
-    joints: np.ndarray  # [T,J,3] camera frame, template.joint_names order
-    residual_m: np.ndarray  # [T] mean distance of the body's points to the track's joints
-    report: dict = field(default_factory=dict)
+    # The poses, or (``drive_bodies(defer=True)``) a Future of them: the body can be built in
+    # Blender from the fit while the server still poses it.
+    motion: "BodyMotion | Future"
+
+    def settle(self) -> BodyMotion:
+        """The motion, waiting for it if it is still being computed (raises what the server did)."""
+        if isinstance(self.motion, Future):
+            self.motion = self.motion.result()
+        return self.motion
+
+    @property
+    def bone_matrices(self) -> np.ndarray:
+        return self.settle().bone_matrices
+
+    @property
+    def joints(self) -> np.ndarray:
+        return self.settle().joints
+
+    @property
+    def residual_m(self) -> np.ndarray:
+        return self.settle().residual_m
+
+    @property
+    def report(self) -> dict:
+        return self.settle().report
 
     @property
     def index(self) -> int:
@@ -94,13 +126,16 @@ def server_body_driver(client, timeout: float | None = None,
 
 
 def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: PoseTrack,
-                 progress=None, whole_clip: bool = False) -> list[str]:
+                 progress=None, whole_clip: bool = False, defer: bool = False) -> list[str]:
     """Give every track of ``animation`` its fitted body (``track.body``); a track whose body
     cannot be fitted keeps the relief armature, and a note says why. Returns the notes (also
     appended to ``animation.notes``); ``animation.source`` says what drives the tracks.
 
     ``whole_clip``: the joints were smoothed with the whole clip, so may the poses be (centred);
-    else the poses are smoothed causally (the joints already used the look-ahead allowed)."""
+    else the poses are smoothed causally (the joints already used the look-ahead allowed).
+    ``defer``: return once the bodies are fitted, the poses still being computed in a background
+    thread (``TrackBody.motion`` a Future; ``settle_bodies`` waits): Blender can build the
+    bodies meanwhile. A failure then surfaces when the motion is settled."""
     notes = []
     todo = [t for t in animation.tracks if t.reference_maps is not None and t.reference_person is not None]
     for t in animation.tracks:
@@ -111,6 +146,7 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
     for t in todo:
         groups.setdefault(id(t.reference_maps), []).append(t)
     done = 0
+    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens-body-motion") if defer else None
     for tracks in groups.values():
         maps = tracks[0].reference_maps
         people = sorted({int(t.reference_person) for t in tracks})
@@ -130,18 +166,46 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
                 if progress is not None and fraction is not None:
                     progress(done + min(max(float(fraction), 0.0), 1.0), len(todo), f"track {t.id}: {message}")
 
-            try:
-                t.body = _drive_one(t, animation.joint_names, template, fit, pose_track, frames_done,
-                                    "centred" if whole_clip else "causal")
-            except NO_BODY_ERRORS as exc:
-                notes.append(f"track {t.id}: the body could not follow the clip ({_first_line(exc)}); "
-                             f"the relief armature is animated")
+            args = (t, animation.joint_names, fit, pose_track, frames_done, "centred" if whole_clip else "causal")
+            body = TrackBody(template, fit, int(t.reference_person), int(t.reference_frame), None)
+            if background is not None:
+                body.motion = background.submit(_motion_of, *args)
+                t.body = body
+            else:
+                try:
+                    body.motion = _motion_of(*args)
+                    t.body = body
+                except NO_BODY_ERRORS as exc:
+                    notes.append(no_motion_note(t, exc))
             done += 1
-    if progress is not None and todo:
+    if background is not None:
+        background.shutdown(wait=False)  # the thread ends with its last track
+    elif progress is not None and todo:
         progress(len(todo), len(todo), "bodies posed")
     animation.notes.extend(notes)
     animation.source = summarise_source(animation)
     return notes
+
+
+def settle_bodies(animation: Animation) -> list[str]:
+    """Wait for every deferred motion; a track whose motion failed falls back to the relief
+    armature (``track.body`` None) with a note. Returns the new notes (also in ``animation.notes``)."""
+    notes = []
+    for t in animation.tracks:
+        if t.body is None:
+            continue
+        try:
+            t.body.settle()
+        except NO_BODY_ERRORS as exc:
+            t.body = None
+            notes.append(no_motion_note(t, exc))
+    animation.notes.extend(notes)
+    animation.source = summarise_source(animation)
+    return notes
+
+
+def no_motion_note(track, exc) -> str:
+    return f"track {track.id}: the body could not follow the clip ({_first_line(exc)}); the relief armature is animated"
 
 
 def summarise_source(animation: Animation) -> str:
@@ -153,8 +217,11 @@ def summarise_source(animation: Animation) -> str:
     return f"fitted body ({bodies} tracks), relief armature ({len(animation.tracks) - bodies})"
 
 
-def _drive_one(track: TrackAnimation, joint_names, template: BodyTemplate, fit: BodyFit, pose_track: PoseTrack,
-               progress=None, smoothing: str = "causal") -> TrackBody:
+def _motion_of(track: TrackAnimation, joint_names, fit: BodyFit, pose_track: PoseTrack, progress=None,
+               smoothing: str = "causal") -> BodyMotion:
+    """The server's poses of ``track``'s body (fitted in ``fit``), checked and brought into the
+    model frame of the fitted frame's placement."""
+    template_bones = fit.bone_matrices.shape[1]
     i = fit.index(int(track.reference_person))
     ref = int(track.reference_frame)
     weights = np.where(track.estimated, WEIGHT_ESTIMATED, 1.0)
@@ -166,10 +233,10 @@ def _drive_one(track: TrackAnimation, joint_names, template: BodyTemplate, fit: 
     bones = np.asarray(out.get("bone_matrices"), np.float64)
     placement = np.asarray(out.get("placement"), np.float64)
     joints = np.asarray(out.get("joints"), np.float64)
-    if bones.shape != (t_len, template.num_bones, 4, 4) or placement.shape != (t_len, 4, 4) \
-            or joints.shape != (t_len, len(template.joint_names), 3):
+    if bones.shape != (t_len, template_bones, 4, 4) or placement.shape != (t_len, 4, 4) \
+            or joints.shape != (t_len, fit.joints.shape[1], 3):
         raise ValueError(f"the server's body motion has shapes {list(bones.shape)}, {list(placement.shape)}, "
-                         f"{list(joints.shape)} for a {t_len}-frame track of a {template.num_bones}-bone body")
+                         f"{list(joints.shape)} for a {t_len}-frame track of a {template_bones}-bone body")
     if not (np.isfinite(bones).all() and np.isfinite(placement).all() and np.isfinite(joints).all()):
         raise ValueError("the server's body motion holds NaN or infinite values")
     # Every frame in the model frame of the reference frame's placement: the armature object
@@ -183,8 +250,8 @@ def _drive_one(track: TrackAnimation, joint_names, template: BodyTemplate, fit: 
             report = json.loads(str(np.asarray(raw).reshape(-1)[0]))
         except (json.JSONDecodeError, IndexError):
             report = {}
-    return TrackBody(template, fit, int(track.reference_person), ref, posed, joints,
-                     np.asarray(out.get("residual_m", np.zeros(t_len)), np.float64).reshape(-1), report)
+    return BodyMotion(posed, joints, np.asarray(out.get("residual_m", np.zeros(t_len)), np.float64).reshape(-1),
+                      report)
 
 
 def _first_line(exc: Exception) -> str:
