@@ -89,13 +89,22 @@ def test_a_clip_drives_the_fitted_body(maps_dir, fit_server, tmp_path):
     anim = Glb(tmp_path / "walk.glb").json["animations"][0]
     rotations = {c["target"]["node"] for c in anim["channels"] if c["target"]["path"] == "rotation"}
     assert len(rotations) >= 100
-    assert (tmp_path / "walk.fbx").stat().st_size > 100_000 and (tmp_path / "walk.blend").is_file()
     doc = json.loads((tmp_path / "walk.json").read_text())
     assert doc["source"] == "fitted body" and len(doc["frames"]) == FRAMES
     joints = doc["frames"][3]["people"][0]["joints"]
     assert {"left_wrist", "right_ankle", "nose"} <= set(joints)
     np.testing.assert_allclose(joints["left_knee"]["xyz"],
                                track.body.joints[3, list(track.body.template.joint_names).index("left_knee")], atol=1e-4)
+    # The FBX carries a take with every frame; the .blend keeps the action.
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    bpy.ops.import_scene.fbx(filepath=str(tmp_path / "walk.fbx"))
+    arm = next(o for o in bpy.data.objects if o.type == "ARMATURE")
+    assert len(arm.data.bones) >= 100 and arm.animation_data and arm.animation_data.action
+    start, end = arm.animation_data.action.frame_range
+    assert end - start == pytest.approx(FRAMES - 1, abs=1)
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "walk.blend"))
+    arm = next(o for o in bpy.data.objects if o.type == "ARMATURE" and "sapiens_track" in o)
+    assert arm.animation_data.action.frame_range[1] - arm.animation_data.action.frame_range[0] == FRAMES - 1
 
 
 def test_renamed_rig_bakes_the_same_motion(maps_dir, fit_server, tmp_path):
