@@ -254,15 +254,27 @@ def attach_body(maps, template: BodyTemplate, fit: BodyFit) -> None:
     maps.extras.update(fit.to_arrays(FIT_PREFIX))
 
 
-def fit_maps(client, maps, progress=None, cancel_event=None, timeout: float | None = None):
-    """``maps`` with the server's body fit attached (``core.analysis.fit_body``); the template
-    comes from the user cache when its version is there, else from the server (then cached).
-    Returns ``(maps, notes)``: notes name the people the server could not fit."""
+def fit_maps(client, maps, progress=None, cancel_event=None, timeout: float | None = None,
+             people: list[int] | None = None):
+    """``maps`` with the server's body fit attached (``core.analysis.fit_body``; ``people``: only
+    these mask ids); the template comes from the user cache when its version is there, else from
+    the server (then cached). Returns ``(maps, notes)``: notes name the people the server could
+    not fit."""
     from . import analysis
 
-    arrays = analysis.fit_body(client, maps, progress=progress, cancel_event=cancel_event, timeout=timeout)
+    arrays = analysis.fit_body(client, maps, people=people, progress=progress, cancel_event=cancel_event,
+                               timeout=timeout)
     notes = [str(s) for s in np.asarray(arrays.get("skipped", [])).reshape(-1)]
-    version = _scalar_str(arrays.get("body_version", ""))
+    template = template_for(client, _scalar_str(arrays.get("body_version", "")), timeout)
+    fit = BodyFit.from_arrays(arrays, template=template)
+    attach_body(maps, template, fit)
+    return maps, notes
+
+
+def template_for(client, version: str, timeout: float | None = None) -> BodyTemplate:
+    """The template of ``version``: from the user cache when there, else from the server (then cached)."""
+    from . import analysis
+
     template = load_cached_template(version) if version else None
     if template is None:
         template = BodyTemplate.from_arrays(analysis.body_template(client, timeout=timeout))
@@ -270,9 +282,7 @@ def fit_maps(client, maps, progress=None, cancel_event=None, timeout: float | No
             save_cached_template(template)
         except OSError:  # a read-only cache folder costs a download next time, nothing else
             pass
-    fit = BodyFit.from_arrays(arrays, template=template)
-    attach_body(maps, template, fit)
-    return maps, notes
+    return template
 
 
 # --- template cache ----------------------------------------------------------------------------

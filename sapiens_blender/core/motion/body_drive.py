@@ -105,18 +105,12 @@ def server_body_driver(client, timeout: float | None = None,
                        cancel_event: threading.Event | None = None) -> tuple[FitReference, PoseTrack]:
     """The two server calls a body drive needs, bound to ``client``."""
     from .. import analysis
-    from ..body import BodyTemplate, load_cached_template, save_cached_template
+    from ..body import template_for
 
     def fit_reference(maps, people):
         arrays = analysis.fit_body(client, maps, people=people, cancel_event=cancel_event, timeout=timeout)
         version = str(np.asarray(arrays.get("body_version", "")).reshape(-1)[0])
-        template = load_cached_template(version) if version else None
-        if template is None:
-            template = BodyTemplate.from_arrays(analysis.body_template(client, timeout=timeout))
-            try:
-                save_cached_template(template)
-            except OSError:
-                pass
+        template = template_for(client, version, timeout)
         return template, BodyFit.from_arrays(arrays, template=template)
 
     def pose_track(progress=None, **inputs):
