@@ -30,7 +30,8 @@ import torch
 
 from .body_model import BodyModel, rotvec_to_matrix
 from .correspondences import JOINT_NAMES
-from .solver import _BODY_BONES, _charbonnier
+from .bones import BODY_BONES, HINGES
+from .tensor_ops import charbonnier
 
 # Marker names of the add-on's animation rig (core/motion/rig.MOTION_JOINTS) -> the anny bone
 # that carries them. Names in neither table ride on the fitted bone with the nearest head.
@@ -40,7 +41,6 @@ MARKER_BONES = {
     "left_ball": "foot.L", "right_ball": "foot.R", "left_toe_tip": "foot.L", "right_toe_tip": "foot.R",
 }
 _TORSO_TARGETS = ("left_hip", "right_hip", "left_shoulder", "right_shoulder", "pelvis", "neck", "spine", "chest")
-_HINGES = ("lowerleg01.L", "lowerleg01.R", "lowerarm01.L", "lowerarm01.R")
 _TORSO = ("spine05", "spine04", "spine03", "spine02", "spine01", "neck01", "neck02", "neck03", "head")
 MAX_FRAMES = 20000
 _DM = 0.1
@@ -117,10 +117,10 @@ class _Driver:
         self.ref_rot = torch.as_tensor(np.asarray(ref_rot, np.float64), dtype=dt)[None]
         p = np.asarray(ref_placement, np.float64)
         self.ref_r, self.ref_t = torch.as_tensor(p[:3, :3], dtype=dt), torch.as_tensor(p[:3, 3], dtype=dt)
-        self.free = torch.tensor([body.bone_index[b] for b in _BODY_BONES], dtype=torch.long)
-        self.hinges = torch.tensor([_BODY_BONES.index(b) for b in _HINGES], dtype=torch.long)
-        torso = torch.zeros(len(_BODY_BONES), dtype=dt)
-        torso[[_BODY_BONES.index(b) for b in _TORSO]] = 1.0
+        self.free = torch.tensor([body.bone_index[b] for b in BODY_BONES], dtype=torch.long)
+        self.hinges = torch.tensor([BODY_BONES.index(b) for b in HINGES], dtype=torch.long)
+        torso = torch.zeros(len(BODY_BONES), dtype=dt)
+        torso[[BODY_BONES.index(b) for b in _TORSO]] = 1.0
         self.torso = torso
         # Which body point answers each target: a joint (index into JOINT_NAMES) or a marker.
         self.direct = [(i, JOINT_NAMES.index(n)) for i, n in enumerate(names) if n in JOINT_NAMES]
@@ -136,7 +136,7 @@ class _Driver:
             j = self._skeleton(self.ref_rot).joints[0]
             self.centre = 0.5 * (j[JOINT_NAMES.index("left_hip")] + j[JOINT_NAMES.index("right_hip")])
         self.torso_targets = [i for i, n in enumerate(names) if n in _TORSO_TARGETS]
-        self._vars = (torch.zeros((len(_BODY_BONES), 3), dtype=dt, requires_grad=True),
+        self._vars = (torch.zeros((len(BODY_BONES), 3), dtype=dt, requires_grad=True),
                       torch.zeros(3, dtype=dt, requires_grad=True), torch.zeros(3, dtype=dt, requires_grad=True))
         self._opt = None
 
@@ -172,7 +172,7 @@ class _Driver:
                 model = (target[i] - self.ref_t) @ self.ref_r  # camera -> model frame
                 bone = MARKER_BONES.get(names[i])
                 if bone is None:  # the fitted bone whose head is nearest
-                    bone = _BODY_BONES[int((heads - model).norm(dim=-1).argmin())]
+                    bone = BODY_BONES[int((heads - model).norm(dim=-1).argmin())]
                 b = self.body.bone_index[bone]
                 if float(self.weights[self.ref, i]) <= 0:  # not seen on the reference frame
                     local = torch.zeros(3, dtype=self.dt)  # the bone's head: a guess, weighted down
@@ -238,7 +238,7 @@ class _Driver:
             sk = self._skeleton(rot)
             pts = self._points(sk, *self._place(rrot, trans_dm * _DM))
             err = (pts - target).norm(dim=-1) * 100.0  # cm
-            loss = (w * _charbonnier(err, s.robust_cm)).sum() / wsum
+            loss = (w * charbonnier(err, s.robust_cm)).sum() / wsum
             d = pose_free - prior_free
             loss = loss + 0.5 * s.temporal * (d ** 2).sum() + 2.0 * (d[:, 1] ** 2).sum()  # twist carries over
             ref_free = self.ref_rot[0, self.free]
@@ -275,7 +275,7 @@ class _Driver:
 
     def run(self, cancel=None, progress=None) -> MotionResult:
         started = time.perf_counter()
-        nf = len(_BODY_BONES)
+        nf = len(BODY_BONES)
         free = torch.zeros((self.t_len, nf, 3), dtype=self.dt)
         rrot = torch.zeros((self.t_len, 3), dtype=self.dt)
         trans = torch.zeros((self.t_len, 3), dtype=self.dt)

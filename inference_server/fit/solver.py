@@ -34,40 +34,12 @@ import numpy as np
 import torch
 
 from . import start
+from .bones import (BODY_BONES, BONE_EVIDENCE, BONE_PART, FINGER_BONES, HINGES, LIMB_CHAINS,
+                    START_SIZES)
 from .body_model import BodyModel, rotvec_to_matrix
 from .correspondences import JOINT_NAMES
 from .observations import PersonObservation, class_index_of_vertices
-
-# Bones the fit turns (others keep their rest rotation relative to their parent: twist
-# segments, metacarpals, toes, eyes follow their parents).
-_BODY_BONES = ("spine05", "spine04", "spine03", "spine02", "spine01", "neck01", "neck02", "neck03",
-               "head", "clavicle.L", "clavicle.R", "shoulder01.L", "shoulder01.R", "upperarm01.L",
-               "upperarm01.R", "lowerarm01.L", "lowerarm01.R", "wrist.L", "wrist.R", "upperleg01.L",
-               "upperleg01.R", "lowerleg01.L", "lowerleg01.R", "foot.L", "foot.R")
-_FINGER_BONES = tuple(f"finger{n}-{k}.{s}" for s in "LR" for n in range(1, 6) for k in range(1, 4))
-_HINGES = ("lowerleg01.L", "lowerleg01.R", "lowerarm01.L", "lowerarm01.R")
-
-# (age, height) phenotypes of the bodies the start picks the person's size from.
-_START_SIZES = tuple((a, 0.5) for a in (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45)) + \
-    tuple((0.5, h) for h in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0))
-
-# The limb bones the closed-form start turns, each towards the keypoint that ends it:
-# (bone, the joint that ends it, the joint after that).
-_LIMB_CHAINS = (("upperarm01", "elbow", "wrist"), ("lowerarm01", "wrist", None), ("upperleg01", "knee", "ankle"),
-                ("lowerleg01", "ankle", None))
-
-# The segmentation part that shows where a bone's far end went (a limb without its keypoint
-# is still placed by its part).
-_BONE_PART = {"upperarm01": "Upper_Arm", "lowerarm01": "Lower_Arm", "upperleg01": "Upper_Leg",
-              "lowerleg01": "Lower_Leg", "wrist": "Hand", "foot": "Foot"}
-
-# Which keypoints tell about which bone (a bone seen by none is held at rest).
-_BONE_EVIDENCE = {
-    "upperarm01": ("elbow",), "lowerarm01": ("wrist",), "wrist": ("forefinger_third_joint", "pinky_finger_third_joint"),
-    "upperleg01": ("knee",), "lowerleg01": ("ankle",), "foot": ("big_toe", "heel"),
-    "clavicle": ("shoulder",), "shoulder01": ("elbow",),
-}
-
+from .tensor_ops import charbonnier, vertex_normals
 
 @dataclass
 class FitSettings:
@@ -116,9 +88,9 @@ class BodyFitter:
         self.body = body
         self.settings = settings or FitSettings()
         names = body.bone_names
-        self._free = torch.tensor([body.bone_index[b] for b in _BODY_BONES], dtype=torch.long)
-        self._fingers = torch.tensor([body.bone_index[b] for b in _FINGER_BONES], dtype=torch.long)
-        self._hinges = torch.tensor([body.bone_index[b] for b in _HINGES], dtype=torch.long)
+        self._free = torch.tensor([body.bone_index[b] for b in BODY_BONES], dtype=torch.long)
+        self._fingers = torch.tensor([body.bone_index[b] for b in FINGER_BONES], dtype=torch.long)
+        self._hinges = torch.tensor([body.bone_index[b] for b in HINGES], dtype=torch.long)
         self.nbones = len(names)
         t = body.template()
         self._faces = torch.as_tensor(t["faces"].astype(np.int64))
@@ -236,12 +208,12 @@ class _Problem:
         # Pose prior per free bone: light where keypoints see the bone, heavy where none does.
         seen = {n for n, wj in zip(JOINT_NAMES, obs.weights) if wj > 0}
         prior = []
-        for bone in _BODY_BONES:
+        for bone in BODY_BONES:
             stem, side = bone.split(".")[0], ("left" if bone.endswith(".L") else "right")
-            ev = _BONE_EVIDENCE.get(stem)
+            ev = BONE_EVIDENCE.get(stem)
             if ev is None:  # spine, neck, head: nothing measures them directly; their bends
                 prior.append(10.0)  # would otherwise trade off against the body's height
-            elif any(f"{side}_{e}" in seen for e in ev) or obs.part_seen(_BONE_PART.get(stem, ""), side):
+            elif any(f"{side}_{e}" in seen for e in ev) or obs.part_seen(BONE_PART.get(stem, ""), side):
                 prior.append(self.wt["prior_seen"])
             else:  # no keypoint and no segmentation part: a neutral limb, not noise
                 prior.append(30.0)
@@ -249,7 +221,7 @@ class _Problem:
         hands = {s: sum(1 for n in seen if n.startswith(s) and ("finger" in n or "thumb" in n))
                  for s in ("left", "right")}
         self.finger_prior = torch.tensor([0.3 if hands["left" if b.endswith(".L") else "right"] >= 6 else 30.0
-                                          for b in _FINGER_BONES], dtype=dt)
+                                          for b in FINGER_BONES], dtype=dt)
 
     # --- variables -> body -------------------------------------------------------------------
     @property
@@ -288,12 +260,12 @@ class _Problem:
         height phenotypes), the one whose bone lengths match the lifted keypoints (metric depth)."""
         if not self.obs.metric:
             return
-        ph = torch.full((len(_START_SIZES), 6), 0.5, dtype=self.dt)
-        ph[:, 1] = torch.tensor([a for a, _h in _START_SIZES], dtype=self.dt)
-        ph[:, 4] = torch.tensor([h for _a, h in _START_SIZES], dtype=self.dt)
+        ph = torch.full((len(START_SIZES), 6), 0.5, dtype=self.dt)
+        ph[:, 1] = torch.tensor([a for a, _h in START_SIZES], dtype=self.dt)
+        ph[:, 4] = torch.tensor([h for _a, h in START_SIZES], dtype=self.dt)
         with torch.no_grad():
             joints = self.f.body.skeleton(ph, self.rotvecs().expand(len(ph), -1, -1)).joints
-        best = start.best_size(self.obs, joints.double().numpy(), _START_SIZES.index((0.5, 0.5)))
+        best = start.best_size(self.obs, joints.double().numpy(), START_SIZES.index((0.5, 0.5)))
         if best is not None:
             logit = torch.logit(ph[best:best + 1]) / self.f.shape_scale
             self.shape_logit.data.copy_(logit)
@@ -316,7 +288,7 @@ class _Problem:
         names = {n: j for j, n in enumerate(JOINT_NAMES)}
         free = {int(b): k for k, b in enumerate(self.f._free)}
         for side, s in (("left", "L"), ("right", "R")):
-            for stem, far, after in _LIMB_CHAINS:
+            for stem, far, after in LIMB_CHAINS:
                 bone = self.f.body.bone_index[f"{stem}.{s}"]
                 joint = names[f"{side}_{far}"]
                 with torch.no_grad():
@@ -365,12 +337,12 @@ class _Problem:
         cam = self.to_camera(joints_model)
         px = self.project(cam)
         r = (px - self.kp).norm(dim=-1) / self.scale * 100.0  # % of the person's size
-        loss = (self.w * _charbonnier(r, 1.0)).sum() / self.w.sum().clamp_min(1e-6)
+        loss = (self.w * charbonnier(r, 1.0)).sum() / self.w.sum().clamp_min(1e-6)
         if self.obs.has_depth:
             surface = self.lifted * (self.depth_scale if not self.obs.metric else 1.0) + \
                 (self.depth_shift if not self.obs.metric else 0.0)
             gap = (cam[:, 2] - self.radius - surface) * 100.0  # cm; > 0 behind the seen surface
-            two = torch.where(self.two_sided, _charbonnier(gap, 2.0), torch.relu(-gap) ** 2 / 4.0)
+            two = torch.where(self.two_sided, charbonnier(gap, 2.0), torch.relu(-gap) ** 2 / 4.0)
             m = self.has_lift.to(self.dt) * self.w
             loss = loss + lift * self.wt["lift"] * (m * two).sum() / m.sum().clamp_min(1e-6)
         return loss
@@ -401,7 +373,7 @@ class _Problem:
             with torch.no_grad():
                 out = self.f.body.full(self.rest(True, False), self.rotvecs())
                 verts = self.to_camera(out["vertices"][0])
-                self._normals = _vertex_normals(verts, self.f._faces)[self.f._sample]
+                self._normals = vertex_normals(verts, self.f._faces)[self.f._sample]
         normals = self._normals
         loss = torch.zeros((), dtype=self.dt)
         facing = (normals * sample.detach()).sum(-1) < 0  # towards the camera
@@ -425,8 +397,8 @@ class _Problem:
             n = normals[self._nn].detach()
             signed = ((pts - v) * n).sum(-1) * 100.0  # cm, > 0 outside the body
             dist = (pts - v).norm(dim=-1) * 100.0
-            skin = _charbonnier(signed, 1.0) + 0.02 * _charbonnier(dist, 1.0)
-            cover = torch.relu(-signed) ** 2 + 0.05 * _charbonnier(signed, 1.0)
+            skin = charbonnier(signed, 1.0) + 0.02 * charbonnier(dist, 1.0)
+            cover = torch.relu(-signed) ** 2 + 0.05 * charbonnier(signed, 1.0)
             term = torch.where(self.covering, cover, skin) * self._matched
             loss = loss + self.wt["surface"] * term.sum() / self._matched.sum().clamp_min(1.0)
         # Silhouette: every body point projects where the body may be; facing points land on
@@ -439,11 +411,11 @@ class _Problem:
         own = pd.gather(0, self.f._sample_class[None])[0]
         ownf = own[facing] / (self.scale * obs.grid_scale) * 100.0
         if len(ownf):
-            loss = loss + self.wt["part"] * _charbonnier(ownf, 1.0).mean()
+            loss = loss + self.wt["part"] * charbonnier(ownf, 1.0).mean()
         fpx = px[facing]
         if len(fpx):
             d = torch.cdist(self.cover_px, fpx).min(1).values / self.scale * 100.0
-            loss = loss + self.wt["cover"] * (self.cover_w * _charbonnier(d, 1.0)).sum() / self.cover_w.sum()
+            loss = loss + self.wt["cover"] * (self.cover_w * charbonnier(d, 1.0)).sum() / self.cover_w.sum()
         return loss
 
     def _grid(self, px: torch.Tensor) -> torch.Tensor:
@@ -480,7 +452,7 @@ class _Problem:
             out = self.f.body.full(rs, rot)
             verts = self.to_camera(out["vertices"][0])
             with torch.no_grad():
-                self._normals = _vertex_normals(verts, self.f._faces)[self.f._sample]
+                self._normals = vertex_normals(verts, self.f._faces)[self.f._sample]
             return self.keypoint_terms(out["joints"][0], self.wt["lift_dense"]) + self.prior_terms() + \
                 self.surface_terms(verts[self.f._sample])
         if dense:
@@ -578,7 +550,7 @@ class _Problem:
                 z = pts[:, 2] * self.depth_scale + self.depth_shift
                 pts = pts * (z / pts[:, 2].clamp_min(1e-6))[:, None]
             sample = verts[self.f._sample]
-            normals = _vertex_normals(verts, self.f._faces)[self.f._sample]
+            normals = vertex_normals(verts, self.f._faces)[self.f._sample]
             skin = pts[~self.covering]
             nn = torch.cdist(skin, sample).argmin(1)
             d = ((skin - sample[nn]) * normals[nn]).sum(-1).abs()
@@ -591,20 +563,6 @@ class _Problem:
             placement[:3, :3] = r.double().numpy()
             placement[:3, 3] = t.double().numpy()
             return (self.rotvecs()[0].double().numpy(), self.phenotypes()[0].double().numpy(), placement)
-
-
-def _charbonnier(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """Robust cost: quadratic near 0, linear far away (outliers pull gently)."""
-    return torch.sqrt(x * x + eps * eps) - eps
-
-
-def _vertex_normals(v: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
-    a, b, c = v[faces[:, 0]], v[faces[:, 1]], v[faces[:, 2]]
-    fn = torch.linalg.cross(b - a, c - a)
-    n = torch.zeros_like(v)
-    for i in range(3):
-        n = n.index_add(0, faces[:, i], fn)
-    return n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
 def fit_people(body: BodyModel, observations: list[PersonObservation], settings: FitSettings | None = None,

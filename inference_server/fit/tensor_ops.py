@@ -1,0 +1,18 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Small torch helpers the fit's terms share (solver, motion)."""
+
+import torch
+
+
+def charbonnier(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """Robust cost: quadratic near 0, linear far away (outliers pull gently)."""
+    return torch.sqrt(x * x + eps * eps) - eps
+
+
+def vertex_normals(v: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
+    a, b, c = v[faces[:, 0]], v[faces[:, 1]], v[faces[:, 2]]
+    fn = torch.linalg.cross(b - a, c - a)
+    n = torch.zeros_like(v)
+    for i in range(3):
+        n = n.index_add(0, faces[:, i], fn)
+    return n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
