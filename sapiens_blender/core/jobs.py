@@ -15,10 +15,12 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Callable
 
-class JobState(str, Enum):
+from .text_enum import TextEnum
+
+
+class JobState(TextEnum):
     """A job's state (a str, so it prints and serialises as its value)."""
 
     QUEUED = "queued"
@@ -26,11 +28,6 @@ class JobState(str, Enum):
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
-
-    __hash__ = str.__hash__  # equal to its value, so dicts keyed by the plain strings find it
-
-    def __str__(self) -> str:
-        return self.value
 
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = JobState

@@ -14,21 +14,16 @@ import os
 import shlex
 import threading
 from dataclasses import dataclass
-from enum import Enum
 
 from .errors import ServerNotRunning
 from .server_process import ServerState, default_source_root
 from .server_runtime import resolve_runtime
+from .text_enum import TextEnum
 
 
-class ConnectionMode(str, Enum):
+class ConnectionMode(TextEnum):
     LOCAL = "LOCAL"
     REMOTE = "REMOTE"
-
-    __hash__ = str.__hash__  # equal to its value, so dicts keyed by the plain strings find it
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -23,26 +23,21 @@ import sys
 import threading
 import time
 import weakref
-from enum import Enum
 from pathlib import Path
 
 from .client import V2Client
 from .errors import ServerStartError
 from .private_dirs import open_no_follow, private_temp_dir
+from .text_enum import TextEnum
 
 
-class ServerState(str, Enum):
+class ServerState(TextEnum):
     """A local server's state (a str, so it prints and serialises as its value)."""
 
     STOPPED = "stopped"
     STARTING = "starting"
     READY = "ready"
     ERROR = "error"
-
-    __hash__ = str.__hash__  # equal to its value, so dicts keyed by the plain strings find it
-
-    def __str__(self) -> str:
-        return self.value
 
 
 STOPPED, STARTING, READY, ERROR = ServerState

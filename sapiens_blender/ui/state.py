@@ -11,7 +11,6 @@ import http.client
 import os
 import threading
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
 from ..core.errors import SapiensServerError
@@ -24,9 +23,10 @@ from ..core.server_connection import (  # noqa: F401  (offline_hint, parse_extra
     parse_extra_args,
 )
 from ..core.server_process import ServerState, default_source_root
+from ..core.text_enum import TextEnum
 
 
-class PanelState(str, Enum):
+class PanelState(TextEnum):
     """What the panel shows (one of these at a time)."""
 
     NO_SERVER = "no server"
@@ -35,16 +35,11 @@ class PanelState(str, Enum):
     BUSY = "running"
     ERROR = "error"
 
-    __hash__ = str.__hash__  # equal to its value, so dicts keyed by the plain strings find it
-
-    def __str__(self) -> str:
-        return self.value
-
 
 NO_SERVER, STARTING, READY, BUSY, ERROR = PanelState
 
 
-class JobKind(str, Enum):
+class JobKind(TextEnum):
     """What the session's job does (the panel greys buttons and labels by it)."""
 
     ANALYZE = "analyze"
@@ -57,10 +52,6 @@ class JobKind(str, Enum):
     CHECK = "check"
     SETUP = "setup"
 
-    __hash__ = str.__hash__
-
-    def __str__(self) -> str:
-        return self.value
 
 LOCAL, REMOTE = ConnectionMode.LOCAL, ConnectionMode.REMOTE
 
