@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .geometry.rotations import matrix_to_quaternion
+
 TEMPLATE_PREFIX, FIT_PREFIX = "body_", "fit_"
 MAX_INFLUENCES = 4  # what glTF's JOINTS_0/WEIGHTS_0 and game engines take per vertex
 
@@ -49,9 +51,29 @@ def _prefixed(name: str, prefix: str) -> str:
     return name if name.startswith(prefix) else prefix + name
 
 
+class _ArrayRecord:
+    """A dataclass of arrays stored under (prefixed) keys: in a maps .npz, on the wire."""
+
+    def to_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[_prefixed(f.name, prefix)] = (np.asarray(value, np.str_) if isinstance(value, (str, tuple))
+                                              else np.asarray(value))
+        return out
+
+
+def _fields_from(cls, arrays, prefix: str, what: str) -> dict:
+    keys = {f.name: _prefixed(f.name, prefix) for f in fields(cls)}
+    missing = [k for k in keys.values() if k not in arrays]
+    if missing:
+        raise BodyError(f"{what} is missing: {', '.join(missing)}")
+    return {name: arrays[key] for name, key in keys.items()}
+
+
 # --- the template ----------------------------------------------------------------------------
 @dataclass
-class BodyTemplate:
+class BodyTemplate(_ArrayRecord):
     """Constant body data of one body-model version (faces, UVs, rig, weights, parts)."""
 
     body_version: str
@@ -121,26 +143,14 @@ class BodyTemplate:
         self.joint_names = tuple(str(n) for n in _str_array(self.joint_names).reshape(-1))
         return self
 
-    def to_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
-        out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            arr = np.asarray(value, np.str_) if isinstance(value, (str, tuple)) else np.asarray(value)
-            out[_prefixed(f.name, prefix) if prefix else f.name] = arr
-        return out
-
     @classmethod
     def from_arrays(cls, arrays, prefix: str = "") -> "BodyTemplate":
-        keys = {f.name: _prefixed(f.name, prefix) if prefix else f.name for f in fields(cls)}
-        missing = [k for k in keys.values() if k not in arrays]
-        if missing:
-            raise BodyError(f"body template is missing: {', '.join(missing)}")
-        return cls(**{name: arrays[key] for name, key in keys.items()}).validate()
+        return cls(**_fields_from(cls, arrays, prefix, "body template")).validate()
 
 
 # --- a fit -------------------------------------------------------------------------------------
 @dataclass
-class BodyFit:
+class BodyFit(_ArrayRecord):
     """The fitted bodies of one photo (P people): shape, bind pose, photo pose, placement."""
 
     body_version: str
@@ -215,20 +225,9 @@ class BodyFit:
                    f"body fit has {j.shape[1]} joints, the template names {len(template.joint_names)}")
         return self
 
-    def to_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
-        out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            arr = np.asarray(value, np.str_) if isinstance(value, (str, tuple)) else np.asarray(value)
-            out[prefix + f.name] = arr
-        return out
-
     @classmethod
     def from_arrays(cls, arrays, prefix: str = "", template: BodyTemplate | None = None) -> "BodyFit":
-        missing = [prefix + f.name for f in fields(cls) if prefix + f.name not in arrays]
-        if missing:
-            raise BodyError(f"body fit is missing: {', '.join(missing)}")
-        return cls(**{f.name: arrays[prefix + f.name] for f in fields(cls)}).validate(template)
+        return cls(**_fields_from(cls, arrays, prefix, "body fit")).validate(template)
 
 
 # --- bodies inside a maps .npz ---------------------------------------------------------------
@@ -336,27 +335,6 @@ def local_pose_matrices(rest: np.ndarray, pose: np.ndarray, parents) -> np.ndarr
     rest_local = np.where(has_parent, inv_rest[safe] @ rest, rest)  # Rest_b in its parent's frame
     pose_local = np.where(has_parent, inv_pose[safe] @ pose, pose)
     return np.linalg.inv(rest_local) @ pose_local
-
-
-def matrix_to_quaternion(rot: np.ndarray) -> np.ndarray:
-    """[...,3,3] rotations -> [...,4] unit quaternions (w, x, y, z), w >= 0 (the shorter way)."""
-    m = np.asarray(rot, np.float64)
-    # Squared magnitudes of (w, x, y, z) from the diagonal; pick the largest per matrix for stability.
-    t = np.stack([1 + m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2], 1 + m[..., 0, 0] - m[..., 1, 1] - m[..., 2, 2],
-                  1 - m[..., 0, 0] + m[..., 1, 1] - m[..., 2, 2], 1 - m[..., 0, 0] - m[..., 1, 1] + m[..., 2, 2]], -1)
-    best = np.argmax(t, axis=-1)
-    s = np.sqrt(np.maximum(np.take_along_axis(t, best[..., None], -1)[..., 0], 1e-12)) * 2  # = 4 * |q_best|
-    d21, d02, d10 = m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]
-    s21, s02, s10 = m[..., 2, 1] + m[..., 1, 2], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 0] + m[..., 0, 1]
-    candidates = np.stack([
-        np.stack([s / 4, d21 / s, d02 / s, d10 / s], -1),
-        np.stack([d21 / s, s / 4, s10 / s, s02 / s], -1),
-        np.stack([d02 / s, s10 / s, s / 4, s21 / s], -1),
-        np.stack([d10 / s, s02 / s, s21 / s, s / 4], -1),
-    ], -2)
-    q = np.take_along_axis(candidates, best[..., None, None], -2)[..., 0, :]
-    q /= np.linalg.norm(q, axis=-1, keepdims=True)
-    return np.where(q[..., :1] < 0, -q, q)
 
 
 def local_pose_quaternions(rest: np.ndarray, pose: np.ndarray, parents) -> tuple[np.ndarray, np.ndarray]:

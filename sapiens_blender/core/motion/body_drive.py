@@ -26,7 +26,7 @@ from ..body import BodyFit, BodyTemplate, local_pose_matrices
 from ..errors import (InvalidRequest, ModelNotFound, ModelNotReady, ProtocolError, RequestTooLarge,
                       ServerError)
 from .clip import Animation, TrackAnimation
-from .rig import continuous_quaternions, matrix_to_quaternion
+from ..geometry.rotations import continuous_quaternions, matrix_to_quaternion
 
 # A joint the tracker filled (the smoother's prediction where it was not seen) or the lifting
 # derived (a rig point no keypoint marks) counts less than a measured one. Not much less: the
