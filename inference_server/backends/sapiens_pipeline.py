@@ -172,42 +172,19 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
 
     # The mask comes from the segmentation, so it always runs (even when "seg" is not asked for).
     live = _still_running(live)
-    for p in live:
-        p.step("seg", "body-part segmentation")
-    t0 = time.perf_counter()
-    segs = _batched(runner, "segment", live) if live else []
-    times.add("forward_seg", t0)
-    t0 = time.perf_counter()
-    for p, parts in zip(live, segs):
-        _after_segmentation(runner, p, parts, detector, no_detector_reason)
-    times.add("postprocess", t0)
+    _dense_stage(runner, live, "seg", "segment", "forward_seg", times, lambda p: "body-part segmentation",
+                 lambda p, parts: _after_segmentation(runner, p, parts, detector, no_detector_reason))
 
     live = [p for p in _still_running(live) if p.count > 0]
-    depth_photos = [p for p in live if "depth" in p.tasks or p.depth_for_normals]
-    if depth_photos:
-        for p in depth_photos:
-            p.step("depth", ("depth" if not runner.metric else "pointmap")
-                   + (" (to calibrate the normals)" if p.depth_for_normals else ""))
-        t0 = time.perf_counter()
-        raws = _batched(runner, "depth", depth_photos)
-        times.add("forward_depth", t0)
-        t0 = time.perf_counter()
-        for p, raw in zip(depth_photos, raws):
-            _after_depth(runner, p, raw)
-        times.add("postprocess", t0)
+    _dense_stage(runner, [p for p in live if "depth" in p.tasks or p.depth_for_normals], "depth", "depth",
+                 "forward_depth", times,
+                 lambda p: ("depth" if not runner.metric else "pointmap")
+                 + (" (to calibrate the normals)" if p.depth_for_normals else ""),
+                 lambda p, raw: _after_depth(runner, p, raw))
 
     live = _still_running(live)
-    normal_photos = [p for p in live if "normal" in p.tasks]
-    if normal_photos:
-        for p in normal_photos:
-            p.step("normal", "surface normals")
-        t0 = time.perf_counter()
-        predicted = _batched(runner, "normals", normal_photos)
-        times.add("forward_normal", t0)
-        t0 = time.perf_counter()
-        for p, pred in zip(normal_photos, predicted):
-            _after_normals(runner, p, pred)
-        times.add("postprocess", t0)
+    _dense_stage(runner, [p for p in live if "normal" in p.tasks], "normal", "normals", "forward_normal", times,
+                 lambda p: "surface normals", lambda p, pred: _after_normals(runner, p, pred))
 
     live = _still_running(live)
     pose_photos = [p for p in live if "pose" in p.tasks]
@@ -220,6 +197,20 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
         p.result = _outputs(runner, p.grid, p.people, p.parts, p.normal, p.depth, p.pointmap, p.k,
                             p.keypoints, p.agreement, p.notes, p.signs)
     return [p.result for p in photos]
+
+
+def _dense_stage(runner, photos: list, step: str, head: str, timer: str, times, message, after) -> None:
+    """One dense head on ``photos``: their progress step, one batched forward, then ``after``
+    (post-processing) per photo; the forward and post-processing timed apart."""
+    for p in photos:
+        p.step(step, message(p))
+    t0 = time.perf_counter()
+    outputs = _batched(runner, head, photos) if photos else []
+    times.add(timer, t0)
+    t0 = time.perf_counter()
+    for p, out in zip(photos, outputs):
+        after(p, out)
+    times.add("postprocess", t0)
 
 
 def _find_people(p: _Photo, foreground: np.ndarray, detector, no_detector_reason: str) -> None:
