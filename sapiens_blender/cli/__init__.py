@@ -36,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    check = getattr(args, "check", None)  # a command's own argument rules, before any work
+    problem = check(args) if check else None
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

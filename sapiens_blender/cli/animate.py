@@ -49,7 +49,7 @@ def register(subparsers) -> None:
                    help="with --rig relief: armatures only (default: each carries the relief mesh "
                         "of its best-seen frame)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check=check_args)
 
 
 def check_args(args) -> str | None:
@@ -68,10 +68,6 @@ def check_args(args) -> str | None:
 
 
 def run(args) -> int:
-    problem = check_args(args)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
     try:
         import bpy  # noqa: F401
     except ImportError:

@@ -36,7 +36,7 @@ def register(subparsers) -> None:
                    help="also write the build's report (per person: counts, notes, warnings, skinning, "
                         "body; seconds per stage) as JSON")
     add_geometry_arguments(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check=check_args)
 
 
 def add_geometry_arguments(p) -> None:
@@ -119,10 +119,6 @@ def check_geometry_args(args) -> str | None:
 
 
 def run(args) -> int:
-    problem = check_args(args)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
     try:
         from ..blender.deterministic import import_bpy
 
