@@ -264,16 +264,18 @@ def fit_maps(client, maps, progress=None, cancel_event=None, timeout: float | No
     arrays = analysis.fit_body(client, maps, people=people, progress=progress, cancel_event=cancel_event,
                                timeout=timeout)
     notes = [str(s) for s in np.asarray(arrays.get("skipped", [])).reshape(-1)]
-    template = template_for(client, _scalar_str(arrays.get("body_version", "")), timeout)
+    template = template_for(client, arrays, timeout)
     fit = BodyFit.from_arrays(arrays, template=template)
     attach_body(maps, template, fit)
     return maps, notes
 
 
-def template_for(client, version: str, timeout: float | None = None) -> BodyTemplate:
-    """The template of ``version``: from the user cache when there, else from the server (then cached)."""
+def template_for(client, fit_arrays, timeout: float | None = None) -> BodyTemplate:
+    """The template a fit's arrays were made with: from the user cache when its version is there,
+    else from the server (then cached)."""
     from . import analysis
 
+    version = _scalar_str(fit_arrays.get("body_version", ""))
     template = load_cached_template(version) if version else None
     if template is None:
         template = BodyTemplate.from_arrays(analysis.body_template(client, timeout=timeout))

@@ -109,8 +109,7 @@ def server_body_driver(client, timeout: float | None = None,
 
     def fit_reference(maps, people):
         arrays = analysis.fit_body(client, maps, people=people, cancel_event=cancel_event, timeout=timeout)
-        version = str(np.asarray(arrays.get("body_version", "")).reshape(-1)[0])
-        template = template_for(client, version, timeout)
+        template = template_for(client, arrays, timeout)
         return template, BodyFit.from_arrays(arrays, template=template)
 
     def pose_track(progress=None, **inputs):

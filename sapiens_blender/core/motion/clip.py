@@ -49,7 +49,6 @@ class TrackAnimation:
     rest: RestPose
     posed: PosedFrames
     contacts: dict = field(default_factory=dict)  # side -> [T] bool foot contact
-    payloads: list = field(default_factory=list)  # [T] the pose source's per-frame payload or None
     # The maps of the rest frame (the frame with the fewest estimated joints) and the person's
     # mask id in them: what the relief mesh is built from. None when the source kept no maps.
     reference_maps: Maps | None = None
@@ -144,14 +143,12 @@ class ClipAnimator:
         est = np.ones((t_len, n_j), bool)
         conf = np.ones((t_len, n_j))
         seen = np.zeros(t_len, bool)
-        payloads = [None] * t_len
         for f, det in zip(track.frames, track.detections):
             raw[f - first] = det.joints
             est[f - first] = det.estimated if det.estimated is not None else False
             if det.confidence is not None:
                 conf[f - first] = det.confidence
             seen[f - first] = True
-            payloads[f - first] = det.payload
         if self.options.smooth:
             if self.options.body_prior is not None:
                 raw = apply_body_prior(raw, est, self.poses.joint_names, self.options.smoothing.lag,
@@ -174,7 +171,7 @@ class ClipAnimator:
         posed = pose_frames(joints, rest.lengths, rest)
         frames = np.asarray(self.frames[first:last + 1])
         return TrackAnimation(track.id, frames, joints, est | ~seen[:, None], seen, rest, posed,
-                              contacts, payloads, ref[2] if ref else None, ref[3] if ref else None,
+                              contacts, ref[2] if ref else None, ref[3] if ref else None,
                               reference)
 
 
