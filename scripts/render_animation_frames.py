@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Render an animated clip (a .blend written by ``sapiens-blender animate``) at a few frames,
-from the clip's camera and from a 3/4 view, into one contact sheet (docs/body.md).
+from the clip's camera, 3/4, side and back, into one contact sheet (a row per view; docs/body.md).
 
     .venv/bin/python scripts/render_animation_frames.py CLIP.blend OUT.png [--frames 4] [--size 200]
 """
@@ -39,10 +39,11 @@ def main(argv=None) -> int:
     frames = np.linspace(scene.frame_start, scene.frame_end, args.frames).round().astype(int)
     scene.frame_set(int(frames[len(frames) // 2]))
     centre, radius = bounds(meshes)
-    side = orbit_camera(clip_cam, centre, radius * 1.15, 45.0)
+    views = [("camera", clip_cam)] + [(label, orbit_camera(clip_cam, centre, radius * 1.15, yaw))
+                                      for label, yaw in (("three_quarter", 45.0), ("side", 90.0), ("back", 180.0))]
     rows = []
     tmp = Path(args.out).with_suffix("")
-    for label, cam in (("camera", clip_cam), ("three_quarter", side)):
+    for label, cam in views:
         row = []
         for f in frames:
             scene.frame_set(int(f))
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     out.filepath_raw = str(Path(args.out).resolve())
     out.file_format = "PNG"
     out.save()
-    print(f"wrote {args.out}: frames {frames.tolist()}, rows: clip camera, 3/4 view")
+    print(f"wrote {args.out}: frames {frames.tolist()}, rows: clip camera, 3/4, side, back")
     return 0
 
 
