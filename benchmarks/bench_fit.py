@@ -15,6 +15,10 @@ every 5 steps (at most --max-steps):
 Both sides are timed alike: the fit's own time per person (the report's), without the
 observations, the final evaluation of the mesh, or the baseline's checks. Also the cost of one
 forward+backward of each pass. Ratios are what compare across machines.
+
+On a GPU (``--device cuda``) the scenes can be rendered here and carried, as the GPU machine
+may lack the ray caster: ``--save-cases DIR`` writes each case's maps and true joints, and
+``--cases-dir DIR`` fits those instead of rendering (the speed race only).
 """
 
 from __future__ import annotations
@@ -32,19 +36,28 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "groundtruth"), str(ROOT / "tests" / "fit")]
 
 
+def _sync(device) -> None:
+    import torch
+
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
 def pass_costs(body, repeats: int = 20) -> dict:
     import torch
 
     b = len(body.bone_names)
-    phen = torch.full((1, 6), 0.5, requires_grad=True)
-    rot = torch.zeros((1, b, 3), requires_grad=True)
+    phen = torch.full((1, 6), 0.5, requires_grad=True, device=body.device)
+    rot = torch.zeros((1, b, 3), requires_grad=True, device=body.device)
     rest = body.rest_state(phen.detach(), True)
 
     def timed(fn):
         fn()
+        _sync(body.device)
         t = time.perf_counter()
         for _ in range(repeats):
             fn()
+        _sync(body.device)
         return 1000 * (time.perf_counter() - t) / repeats
 
     return {
@@ -87,21 +100,56 @@ class _Race:
         return seconds, steps, False
 
 
-def race(body, name: str, max_steps: int) -> dict:
+class _Truth:
+    """What the race reads of a true body: its joints."""
+
+    def __init__(self, joints: dict):
+        self.joints = {k: np.asarray(v, np.float64) for k, v in joints.items()}
+
+
+def save_cases(names, folder: Path) -> None:
+    """Each case's maps (docs/maps_format.md .npz) and true joints, for ``--cases-dir``."""
+    import gt_cases
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        maps, bodies = gt_cases.case(name)
+        maps.save(folder / f"{name}.npz")
+        truth = [{k: np.asarray(v).tolist() for k, v in b.joints.items()} for b in bodies]
+        (folder / f"{name}.json").write_text(json.dumps(truth))
+
+
+def load_case(name: str, folder: Path):
+    from sapiens_blender.core.maps import Maps
+
+    maps = Maps.load(folder / f"{name}.npz")
+    return maps, [_Truth(j) for j in json.loads((folder / f"{name}.json").read_text())]
+
+
+def _joints_of(out: dict, person: int) -> dict:
+    from inference_server.fit.correspondences import JOINT_NAMES
+
+    return {n: out["joints"][person][j] for j, n in enumerate(JOINT_NAMES)}
+
+
+def race(body, name: str, max_steps: int, cases_dir: Path | None = None) -> dict:
     import gt_cases
     import scoring
     from inference_server.fit.solver import FitSettings
 
-    ours, _maps, bodies, wall = gt_cases.fit_case(body, name)
+    given = load_case(name, cases_dir) if cases_dir else None
+    ours, _maps, bodies, wall = gt_cases.fit_case(body, name, given=given)
     reports = [json.loads(str(r)) for r in ours["reports"]]
-    q_ours = gt_cases.score_case(body, ours, bodies, name)
     names = scoring.LIMB_JOINTS[:6] if name == "half_body" else scoring.LIMB_JOINTS
-    monitor = _Race(bodies, [r["joint_mean_cm"] for r in q_ours], [r["reprojection_px"] for r in reports], names)
-    gt_cases.fit_case(body, name, FitSettings(plain=True, plain_steps=max_steps, plain_monitor=monitor))
+    ours_cm = [100 * float(scoring.joint_errors(_joints_of(ours, i), b.joints, names).mean())
+               for i, b in enumerate(bodies)]
+    monitor = _Race(bodies, ours_cm, [r["reprojection_px"] for r in reports], names)
+    gt_cases.fit_case(body, name, FitSettings(plain=True, plain_steps=max_steps, plain_monitor=monitor),
+                      given=given)
     pids = range(1, len(bodies) + 1)
     out = {"people": len(bodies), "ours_wall": wall / len(bodies),
            "ours": sum(r["seconds"] for r in reports) / len(bodies),
-           "ours_cm": statistics.mean(r["joint_mean_cm"] for r in q_ours),
+           "ours_cm": statistics.mean(ours_cm),
            "ours_px": statistics.mean(r["reprojection_px"] for r in reports)}
     for kind in ("3d", "2d"):
         runs = [monitor.time_to(kind, pid) for pid in pids]
@@ -120,7 +168,17 @@ def main(argv=None) -> int:
     ap.add_argument("--max-steps", type=int, default=1500, help="baseline step limit")
     ap.add_argument("--quality", action="store_true", help="also print the ground-truth table")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--device", default="cpu", help="torch device of the fit: cpu, cuda, cuda:N")
+    ap.add_argument("--save-cases", type=Path, metavar="DIR", help="write the cases' maps and true joints "
+                    "to DIR and exit")
+    ap.add_argument("--cases-dir", type=Path, metavar="DIR", help="race on the cases saved in DIR "
+                    "(no rendering: for a machine without the ray caster)")
     args = ap.parse_args(argv)
+    cases = args.cases.split(",")
+    if args.save_cases:
+        save_cases(cases, args.save_cases)
+        print(f"saved {len(cases)} cases to {args.save_cases}")
+        return 0
 
     import torch
 
@@ -129,12 +187,18 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    body = BodyModel.load()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device cpu")
-    print("pass costs (fwd+bwd):", {k: round(v, 1) for k, v in pass_costs(body).items()})
+    t = time.perf_counter()
+    body = BodyModel.load(args.device)
+    name = torch.cuda.get_device_name(body.device) if body.device.type == "cuda" else "cpu"
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device} ({name}); "
+          f"body model loaded in {time.perf_counter() - t:.1f} s", flush=True)
+    print("pass costs (fwd+bwd):", {k: round(v, 1) for k, v in pass_costs(body).items()}, flush=True)
+    if body.device.type == "cuda":  # kernels, cuBLAS and the allocator warm, as in a running server
+        given = load_case(cases[0], args.cases_dir) if args.cases_dir else None
+        gt_cases.fit_case(body, cases[0], given=given)
     ratios = {"3d": [], "2d": []}
-    for name in args.cases.split(","):
-        r = race(body, name, args.max_steps)
+    for name in cases:
+        r = race(body, name, args.max_steps, args.cases_dir)
         text = []
         for kind, what in (("3d", "3D limb joints"), ("2d", "2D reprojection")):
             k = r[kind]

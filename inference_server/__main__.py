@@ -65,6 +65,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(<DIR>/<repo name>/...; same as SAPIENS_WEIGHTS_DIR)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"] + [f"cuda:{i}" for i in range(16)],
                    help="where the Sapiens models run (same as SAPIENS_DEVICE; default auto)")
+    p.add_argument("--fit-device", choices=["auto", "cpu", "cuda"] + [f"cuda:{i}" for i in range(16)],
+                   help="where the body fit runs (same as SAPIENS_FIT_DEVICE; default auto: the GPU "
+                        "when --device resolves to CUDA, else the CPU)")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16", "int8"],
                    help="Sapiens model precision (same as SAPIENS_PRECISION; default auto)")
     p.add_argument("--detector", help="person detector repo for the Sapiens models, or 'none' for connected "
@@ -95,7 +98,8 @@ def _model_settings(args):
             raise ValueError(f"--weights-dir {folder} is not a folder")
         folder = folder.resolve()
     return SapiensSettings.from_env(device=args.device or None, precision=args.precision or None,
-                                    weights_dir=folder, detector=args.detector or None)
+                                    weights_dir=folder, detector=args.detector or None,
+                                    fit_device=args.fit_device or None)
 
 
 def _setup_logging(args) -> Path:

@@ -16,6 +16,7 @@ input_scale            SAPIENS_INPUT_SCALE         Sapiens2 preview input scale 
 detector               SAPIENS_DETECTOR            person detector repo id, or ``none``
 auto_model             SAPIENS_AUTO_MODEL          force what ``auto`` serves
 auto_size              SAPIENS_AUTO_SIZE           Sapiens2 size ``auto`` picks (0.4b)
+fit_device             SAPIENS_FIT_DEVICE          auto | cpu | cuda | cuda:N: where the body fit runs
 =====================  ==========================  ===========================================
 
 Hugging Face's own variables (HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE, HF_TOKEN) keep their
@@ -43,6 +44,9 @@ class SapiensSettings:
     detector: str | None = DEFAULT_DETECTOR  # None: people from the mask's connected components
     auto_model: str = ""
     auto_size: str = "0.4b"
+    # auto: the GPU where the server's device is a CUDA GPU, else the CPU (the fit's closed-form
+    # steps are float64, which MPS lacks; docs/performance.md compares the two)
+    fit_device: str = "auto"
 
     def __post_init__(self):
         # "none"/"off" mean no detector, however the settings were made; folders are Paths
@@ -74,6 +78,7 @@ class SapiensSettings:
             detector=detector,
             auto_model=text("SAPIENS_AUTO_MODEL", ""),
             auto_size=text("SAPIENS_AUTO_SIZE", "0.4b"),
+            fit_device=text("SAPIENS_FIT_DEVICE", "auto").lower(),
         )
         return settings.replace(**overrides)
 

@@ -115,23 +115,29 @@ class BodyModel:
         self._reg_weights = w[reg_rows]  # [Jr, S]
         self._bs_sub = anny_model.blendshapes[:, used].to(device, dtype)  # [C,S,3]
         self._tmpl_sub = anny_model.template_vertices[used].to(device, dtype)
-        # Skin weights of the subset as a dense [S,B] matrix: blending the transforms is then one
-        # small matmul (a gather of per-influence transforms is ~10x slower to differentiate).
-        wi = anny_model.vertex_bone_indices[used].long()
-        ww = anny_model.vertex_bone_weights[used].to(dtype)
-        dense = torch.zeros((len(used), len(self.bone_names)), dtype=dtype)
-        dense.scatter_add_(1, wi, ww)
-        self._w_sub = dense.to(device)
+        self._w_sub = self._dense_weights(used)
         self._joint_plan = self._plan_joints()
 
+    def _dense_weights(self, vertices: torch.Tensor | None = None) -> torch.Tensor:
+        """Skin weights as a dense [V,B] matrix (of ``vertices``, else all), on the model's device:
+        blending the transforms is then one small matmul (a gather of per-influence transforms
+        is ~10x slower to differentiate)."""
+        m = self.anny
+        wi, ww = m.vertex_bone_indices.long(), m.vertex_bone_weights.to(self.dtype)
+        if vertices is not None:
+            wi, ww = wi[vertices], ww[vertices]
+        dense = torch.zeros((len(wi), len(self.bone_names)), dtype=self.dtype, device=wi.device)
+        return dense.scatter_add_(1, wi, ww).to(self.device)
+
     def _bone_ends(self, m):
-        """Per bone: the child whose head ends it (-1 if none) and its farthest own vertex."""
+        """Per bone: the child whose head ends it (-1 if none) and its farthest own vertex
+        (computed once, on the CPU)."""
         with torch.no_grad():
-            rest = m.template_vertices
-            heads = m.template_bone_heads
-            rot = roma_procrustes(m.bone_template_orientation_matrices)
+            rest = m.template_vertices.cpu()
+            heads = m.template_bone_heads.cpu()
+            rot = roma_procrustes(m.bone_template_orientation_matrices.cpu())
             y = rot[:, :, 1]
-            wi, wv = m.vertex_bone_indices.long(), m.vertex_bone_weights
+            wi, wv = m.vertex_bone_indices.long().cpu(), m.vertex_bone_weights.cpu()
             dominant = wi[torch.arange(len(wi)), wv.argmax(1)]
             child, vertex = [], []
             for b in range(len(self.bone_names)):
@@ -180,8 +186,8 @@ class BodyModel:
                 head.append((j, self.bone_index[name]))
             elif kind == "tail":
                 tail.append((j, self.bone_index[name]))
-        as_t = lambda pairs: (torch.tensor([p[0] for p in pairs], dtype=torch.long),  # noqa: E731
-                              torch.tensor([p[1] for p in pairs], dtype=torch.long))
+        as_t = lambda pairs: tuple(torch.tensor([p[k] for p in pairs], dtype=torch.long, device=self.device)  # noqa: E731
+                                   for k in (0, 1))
         return as_t(reg), as_t(head), as_t(tail)
 
     # --- forward passes --------------------------------------------------------------------
@@ -279,10 +285,7 @@ class BodyModel:
 
     @functools.cached_property
     def _w_dense(self) -> torch.Tensor:
-        m = self.anny
-        dense = torch.zeros((len(m.template_vertices), len(self.bone_names)), dtype=self.dtype)
-        dense.scatter_add_(1, m.vertex_bone_indices.long(), m.vertex_bone_weights.to(self.dtype))
-        return dense.to(self.device)
+        return self._dense_weights()
 
     def sampled(self, rest: "RestState", rotvecs: torch.Tensor, index: torch.Tensor):
         """(joints [P,J,3], the posed vertices ``index`` [P,S,3]) without skinning the rest of

@@ -45,14 +45,44 @@ def _text(v) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
+def fit_device(wish: str = "auto", server_device: str = "auto") -> str:
+    """The torch device of the body fit: ``wish`` (auto | cpu | cuda | cuda:N); auto follows the
+    server's device where that resolves to a CUDA GPU and is the CPU otherwise (Apple's MPS
+    lacks the float64 that the fit's closed-form steps use)."""
+    from ..backends.devices import accelerator_available
+
+    wish = (wish or "auto").strip().lower()
+    if wish == "auto":
+        server_device = (server_device or "auto").strip().lower()
+        if server_device.startswith("cuda"):
+            wish = server_device
+        elif server_device == "auto" and accelerator_available() == "cuda":
+            wish = "cuda"
+        else:
+            return "cpu"
+    if wish == "cpu":
+        return "cpu"
+    if not (wish == "cuda" or wish.startswith("cuda:")):
+        raise BackendError(f"the body fit runs on cpu or cuda[:N], not {wish!r}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise BackendError(f"the body fit was asked to run on {wish} but torch sees no CUDA GPU")
+    return wish
+
+
 class _BodyModelBackend(base.Backend):
-    """Holds the process-wide BodyModel; ``tensor_model`` routes requests to infer_tensors."""
+    """Holds the process-wide BodyModel; ``tensor_model`` routes requests to infer_tensors.
+    The template and the per-frame motion run on the CPU (small, latency-bound problems); the
+    fit where ``fit_device`` says."""
 
     tensor_model = True
     platform = "sapiens_blender_body"
+    on_fit_device = False
 
-    def __init__(self) -> None:
+    def __init__(self, settings=None) -> None:
         self._body = None
+        self._settings = settings
 
     def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
         if self._body is not None:
@@ -67,7 +97,11 @@ class _BodyModelBackend(base.Backend):
         import torch
 
         torch.set_grad_enabled(True)
-        self._body = BodyModel.load(progress=progress)
+        device = "cpu"
+        if self.on_fit_device:
+            s = self._settings
+            device = fit_device(getattr(s, "fit_device", "auto"), getattr(s, "device", "auto"))
+        self._body = BodyModel.load(device, progress=progress)
 
     def unload(self) -> None:
         self._body = None
@@ -83,6 +117,7 @@ class _BodyModelBackend(base.Backend):
 
     def describe(self) -> dict:
         return {"body_version": self._body.version if self._body else None,
+                "device": str(self._body.device) if self._body else None,
                 "inputs": {k: {"datatype": d, "shape": s, "required": r}
                            for k, (d, s, r) in self.inputs_spec.items()}}
 
@@ -98,6 +133,7 @@ class BodyTemplateBackend(_BodyModelBackend):
 class BodyFitBackend(_BodyModelBackend):
     name = "body_fit"
     inputs_spec = FIT_INPUTS
+    on_fit_device = True
 
     def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
                       cancel: CancelToken | None = None) -> dict[str, np.ndarray]:
@@ -219,7 +255,6 @@ class BodyMotionBackend(_BodyModelBackend):
                 "report": np.array(json.dumps(report))}
 
 
-def register_all() -> None:
-    base.register("body_fit", BodyFitBackend)
-    base.register("body_motion", BodyMotionBackend)
-    base.register("body_template", BodyTemplateBackend)
+def register_all(settings=None) -> None:
+    for cls in (BodyFitBackend, BodyMotionBackend, BodyTemplateBackend):
+        base.register(cls.name, lambda cls=cls: cls(settings))

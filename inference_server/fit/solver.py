@@ -41,6 +41,11 @@ from .correspondences import JOINT_NAMES
 from .observations import PersonObservation, class_index_of_vertices
 from .tensor_ops import charbonnier, vertex_normals
 
+def _np(x: torch.Tensor) -> np.ndarray:
+    """float64 numpy copy of a tensor on any device (the closed-form steps are numpy)."""
+    return x.detach().double().cpu().numpy()
+
+
 @dataclass
 class FitSettings:
     # L-BFGS iterations of the skeleton stage, shape free from the start (holding the shape
@@ -88,17 +93,17 @@ class BodyFitter:
         self.body = body
         self.settings = settings or FitSettings()
         names = body.bone_names
-        self._free = torch.tensor([body.bone_index[b] for b in BODY_BONES], dtype=torch.long)
-        self._fingers = torch.tensor([body.bone_index[b] for b in FINGER_BONES], dtype=torch.long)
-        self._hinges = torch.tensor([body.bone_index[b] for b in HINGES], dtype=torch.long)
+        self.device = dev = body.device  # the fit runs where the body model lives (cpu or cuda)
+        index = lambda bones: torch.tensor([body.bone_index[b] for b in bones], dtype=torch.long, device=dev)  # noqa: E731
+        self._free, self._fingers, self._hinges = index(BODY_BONES), index(FINGER_BONES), index(HINGES)
         self.nbones = len(names)
         t = body.template()
-        self._faces = torch.as_tensor(t["faces"].astype(np.int64))
+        self._faces = torch.as_tensor(t["faces"].astype(np.int64), device=dev)
         cls = class_index_of_vertices(t["vertex_parts"], t["part_names"])
         nv = len(cls)
         step = max(1, nv // self.settings.mesh_samples)
-        self._sample = torch.arange(0, nv, step)
-        self._sample_class = torch.as_tensor(cls)[self._sample]
+        self._sample = torch.arange(0, nv, step, device=dev)
+        self._sample_class = torch.as_tensor(cls, device=dev)[self._sample]
         self.shape_scale = self._shape_preconditioner()
         self.neutral = self._neutral_pose()
 
@@ -113,7 +118,7 @@ class BodyFitter:
             out = self.body.anny()
             w, p = out["bone_poses"][0], out["rest_bone_poses"][0]
             par = self.body.parents
-            rot = torch.zeros((len(par), 3), dtype=self.settings.dtype)
+            rot = torch.zeros((len(par), 3), dtype=self.settings.dtype, device=self.device)
             for c in range(1, len(par)):
                 local = torch.linalg.inv(torch.linalg.inv(p[par[c]]) @ p[c]) @ torch.linalg.inv(w[par[c]]) @ w[c]
                 rot[c] = roma.rotmat_to_rotvec(local[:3, :3].to(rot.dtype))
@@ -123,16 +128,17 @@ class BodyFitter:
         """Per phenotype, a logit scale that makes a unit step move the body about as much as a
         unit step of the strongest one (age moves it 100x more than weight: without this the
         solver never touches the weak ones). A diagonal preconditioner, measured once."""
+        full = lambda: torch.full((1, 6), 0.5, dtype=self.body.dtype, device=self.device)  # noqa: E731
         with torch.no_grad():
-            base = self.body.rest_state(torch.full((1, 6), 0.5), True).vertices
+            base = self.body.rest_state(full(), True).vertices
             rms = []
             for i in range(6):
-                ph = torch.full((1, 6), 0.5)
+                ph = full()
                 ph[0, i] = 0.6
                 v = self.body.rest_state(ph, True).vertices
                 rms.append(float((v - base).pow(2).sum(-1).mean().sqrt()))
         rms = np.maximum(np.array(rms), 1e-9)
-        return torch.tensor(np.clip(rms.max() / rms, 1.0, 20.0), dtype=self.settings.dtype)
+        return torch.tensor(np.clip(rms.max() / rms, 1.0, 20.0), dtype=self.settings.dtype, device=self.device)
 
     # --- public --------------------------------------------------------------------------
     def fit(self, obs: PersonObservation, cancel=None) -> PersonFit:
@@ -172,34 +178,30 @@ class _Problem:
         self.f, self.obs = fitter, obs
         self.wt = fitter.settings.weights
         dt = fitter.settings.dtype
-        self.dt = dt
-        b = fitter.body
-        nb = fitter.nbones
+        self.dt, self.dev = dt, fitter.device
+        var = lambda *shape: torch.zeros(shape, dtype=dt, device=self.dev, requires_grad=True)  # noqa: E731
+        real = lambda a: torch.as_tensor(a, dtype=dt, device=self.dev)  # noqa: E731
+        flag = lambda a: torch.as_tensor(a, device=self.dev)  # noqa: E731
         self.pose = fitter.neutral[None].clone()  # the bones not fitted keep anny's neutral posture
-        self.pose_free = torch.zeros((len(fitter._free), 3), dtype=dt, requires_grad=True)
-        self.pose_fingers = torch.zeros((len(fitter._fingers), 3), dtype=dt, requires_grad=True)
-        self.shape_logit = torch.zeros((1, 6), dtype=dt, requires_grad=True)
-        self.root_rot = torch.zeros(3, dtype=dt, requires_grad=True)
-        self.root_t = torch.zeros(3, dtype=dt, requires_grad=True)
-        self.r0 = torch.eye(3, dtype=dt)
-        self.t0 = torch.zeros(3, dtype=dt)
-        self.log_depth_scale = torch.zeros((), dtype=dt, requires_grad=True)
-        self.depth_shift = torch.zeros((), dtype=dt, requires_grad=True)
-        self.k = torch.as_tensor(obs.intrinsics, dtype=dt)
-        self.kp = torch.as_tensor(obs.keypoints, dtype=dt)
-        self.w = torch.as_tensor(obs.weights, dtype=dt)
-        self.lifted = torch.as_tensor(np.nan_to_num(obs.lifted, nan=0.0), dtype=dt)
-        self.has_lift = torch.as_tensor(np.isfinite(obs.lifted) & (obs.weights > 0))
-        self.two_sided = torch.as_tensor(obs.lifted_two_sided)
-        self.radius = torch.as_tensor(obs.joint_radius, dtype=dt)
-        self.points = torch.as_tensor(obs.points, dtype=dt)
-        self.covering = torch.as_tensor(obs.covering)
-        self.point_parts = torch.as_tensor(obs.point_parts)
+        self.pose_free = var(len(fitter._free), 3)
+        self.pose_fingers = var(len(fitter._fingers), 3)
+        self.shape_logit = var(1, 6)
+        self.root_rot, self.root_t = var(3), var(3)
+        self.r0 = torch.eye(3, dtype=dt, device=self.dev)
+        self.t0 = torch.zeros(3, dtype=dt, device=self.dev)
+        self.log_depth_scale, self.depth_shift = var(), var()
+        self.k, self.kp, self.w = real(obs.intrinsics), real(obs.keypoints), real(obs.weights)
+        self.lifted = real(np.nan_to_num(obs.lifted, nan=0.0))
+        self.has_lift = flag(np.isfinite(obs.lifted) & (obs.weights > 0))
+        self.two_sided = flag(obs.lifted_two_sided)
+        self.radius = real(obs.joint_radius)
+        self.points = real(obs.points)
+        self.covering = flag(obs.covering)
+        self.point_parts = flag(obs.point_parts)
         self._matched = None
-        self.allowed_dt = torch.as_tensor(obs.allowed_dt, dtype=dt)[None, None]
-        self.part_dt = torch.as_tensor(obs.part_dt, dtype=dt)[None]
-        self.cover_px = torch.as_tensor(obs.cover_pixels, dtype=dt)
-        self.cover_w = torch.as_tensor(obs.cover_weights, dtype=dt)
+        self.allowed_dt = real(obs.allowed_dt)[None, None]
+        self.part_dt = real(obs.part_dt)[None]
+        self.cover_px, self.cover_w = real(obs.cover_pixels), real(obs.cover_weights)
         self.scale = max(obs.scale_px, 1.0)
         self._nn = None
         self._step = 0
@@ -217,11 +219,11 @@ class _Problem:
                 prior.append(self.wt["prior_seen"])
             else:  # no keypoint and no segmentation part: a neutral limb, not noise
                 prior.append(30.0)
-        self.prior = torch.tensor(prior, dtype=dt)
+        self.prior = real(prior)
         hands = {s: sum(1 for n in seen if n.startswith(s) and ("finger" in n or "thumb" in n))
                  for s in ("left", "right")}
-        self.finger_prior = torch.tensor([0.3 if hands["left" if b.endswith(".L") else "right"] >= 6 else 30.0
-                                          for b in FINGER_BONES], dtype=dt)
+        self.finger_prior = real([0.3 if hands["left" if b.endswith(".L") else "right"] >= 6 else 30.0
+                                  for b in FINGER_BONES])
 
     # --- variables -> body -------------------------------------------------------------------
     @property
@@ -253,19 +255,20 @@ class _Problem:
     # --- starts ------------------------------------------------------------------------------
     def _rest_joints(self) -> np.ndarray:
         with torch.no_grad():
-            return self.f.body.skeleton(self.phenotypes(), self.rotvecs()).joints[0].double().numpy()
+            return _np(self.f.body.skeleton(self.phenotypes(), self.rotvecs()).joints[0])
 
     def init_size(self) -> None:
         """Start at the person's size: of bodies from a child to a tall adult (anny's age, then
         height phenotypes), the one whose bone lengths match the lifted keypoints (metric depth)."""
         if not self.obs.metric:
             return
-        ph = torch.full((len(START_SIZES), 6), 0.5, dtype=self.dt)
-        ph[:, 1] = torch.tensor([a for a, _h in START_SIZES], dtype=self.dt)
-        ph[:, 4] = torch.tensor([h for _a, h in START_SIZES], dtype=self.dt)
+        sizes = np.full((len(START_SIZES), 6), 0.5)
+        sizes[:, 1] = [a for a, _h in START_SIZES]
+        sizes[:, 4] = [h for _a, h in START_SIZES]
+        ph = torch.as_tensor(sizes, dtype=self.dt, device=self.dev)
         with torch.no_grad():
             joints = self.f.body.skeleton(ph, self.rotvecs().expand(len(ph), -1, -1)).joints
-        best = start.best_size(self.obs, joints.double().numpy(), START_SIZES.index((0.5, 0.5)))
+        best = start.best_size(self.obs, _np(joints), START_SIZES.index((0.5, 0.5)))
         if best is not None:
             logit = torch.logit(ph[best:best + 1]) / self.f.shape_scale
             self.shape_logit.data.copy_(logit)
@@ -273,7 +276,7 @@ class _Problem:
     def init_closed_form(self) -> None:
         self.init_size()
         r, t = start.closed_form(self.obs, self._rest_joints())
-        self.r0, self.t0 = torch.as_tensor(r, dtype=self.dt), torch.as_tensor(t, dtype=self.dt)
+        self._set_placement(r, t)
         self.init_limbs()
         if self.obs.has_depth and not self.obs.metric:
             self._init_depth_scale()
@@ -294,26 +297,25 @@ class _Problem:
                 with torch.no_grad():
                     r, t = self.placement()
                     sk = self.f.body.skeleton(self.phenotypes(), self.rotvecs())
-                    head = (sk.bone_poses[0, bone, :3, 3] @ r.T + t).double().numpy()
-                    joints = self.to_camera(sk.joints[0]).double().numpy()
+                    head = _np(sk.bone_poses[0, bone, :3, 3] @ r.T + t)
+                    joints = _np(self.to_camera(sk.joints[0]))
                     child = joints[joint]
                     end = None
                     if after:
                         nxt = names[f"{side}_{after}"]
                         end = (nxt, float(np.linalg.norm(joints[nxt] - child)))
-                    forward = (r @ torch.tensor([0.0, -1.0, 0.0], dtype=r.dtype)).double().numpy() \
-                        if stem == "upperleg01" else None  # anny faces -Y
+                    forward = _np(r[:, 1]) * -1.0 if stem == "upperleg01" else None  # anny faces -Y
                     target = start.limb_target(self.obs, joint, head, float(np.linalg.norm(child - head)), child,
                                                end, forward)
                     if target is None:
                         continue
-                    r64 = r.double().numpy()
+                    r64 = _np(r)
                     turn = r64.T @ start.rotation_between(child - head, target - head) @ r64  # model frame
-                    world = sk.bone_poses[0, bone, :3, :3].double().numpy()
-                    local = rotvec_to_matrix(self.pose_free[free[bone]].detach().double()).numpy()
+                    world = _np(sk.bone_poses[0, bone, :3, :3])
+                    local = _np(rotvec_to_matrix(self.pose_free[free[bone]].detach().double()))
                     parent_part = world @ local.T
                     new = parent_part.T @ turn @ world
-                    self.pose_free[free[bone]] = roma.rotmat_to_rotvec(torch.as_tensor(new)).to(self.dt)
+                    self.pose_free[free[bone]] = roma.rotmat_to_rotvec(torch.as_tensor(new)).to(self.dev, self.dt)
 
     def _init_depth_scale(self) -> None:
         """Relative depth: the scale that puts the observed torso at the body's torso depth."""
@@ -323,14 +325,17 @@ class _Problem:
             return
         with torch.no_grad():
             joints = self.to_camera(self.f.body.skeleton(self.phenotypes(), self.rotvecs()).joints[0])
-        z = joints[sel, 2].double().numpy()
+        z = _np(joints[sel, 2])
         d = obs.lifted[sel]
         scale = float(np.median(z) / max(np.median(d), 1e-6))
         self.log_depth_scale.data.fill_(np.log(max(scale, 1e-6)))
 
     def init_plain(self) -> None:
-        r, t = start.facing_the_camera(self.obs, self._rest_joints())
-        self.r0, self.t0 = torch.as_tensor(r, dtype=self.dt), torch.as_tensor(t, dtype=self.dt)
+        self._set_placement(*start.facing_the_camera(self.obs, self._rest_joints()))
+
+    def _set_placement(self, r: np.ndarray, t: np.ndarray) -> None:
+        self.r0 = torch.as_tensor(r, dtype=self.dt, device=self.dev)
+        self.t0 = torch.as_tensor(t, dtype=self.dt, device=self.dev)
 
     # --- terms ---------------------------------------------------------------------------
     def keypoint_terms(self, joints_model: torch.Tensor, lift: float = 1.0) -> torch.Tensor:
@@ -375,7 +380,7 @@ class _Problem:
                 verts = self.to_camera(out["vertices"][0])
                 self._normals = vertex_normals(verts, self.f._faces)[self.f._sample]
         normals = self._normals
-        loss = torch.zeros((), dtype=self.dt)
+        loss = torch.zeros((), dtype=self.dt, device=self.dev)
         facing = (normals * sample.detach()).sum(-1) < 0  # towards the camera
         if obs.has_depth and len(self.points):
             pts = self.points
@@ -524,7 +529,7 @@ class _Problem:
                 t = time.perf_counter()
                 with torch.no_grad():
                     joints = self.to_camera(self.f.body.skeleton(self.phenotypes(), self.rotvecs()).joints[0])
-                stop = monitor(self.obs.person_id, i + 1, t - started - monitored, joints.double().numpy(),
+                stop = monitor(self.obs.person_id, i + 1, t - started - monitored, _np(joints),
                                self.joint_error_px())
                 monitored += time.perf_counter() - t
                 if stop:
@@ -560,9 +565,9 @@ class _Problem:
         with torch.no_grad():
             r, t = self.placement()
             placement = np.eye(4)
-            placement[:3, :3] = r.double().numpy()
-            placement[:3, 3] = t.double().numpy()
-            return (self.rotvecs()[0].double().numpy(), self.phenotypes()[0].double().numpy(), placement)
+            placement[:3, :3] = _np(r)
+            placement[:3, 3] = _np(t)
+            return _np(self.rotvecs()[0]), _np(self.phenotypes()[0]), placement
 
 
 def fit_people(body: BodyModel, observations: list[PersonObservation], settings: FitSettings | None = None,

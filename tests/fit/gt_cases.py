@@ -63,14 +63,15 @@ CASES = ("clean", "turned_stepping_heavy", "across_slim", "child", "dressed", "d
          "half_body", "two_people", "relative_depth", "no_depth")
 
 
-def fit_case(body_model, name: str, settings=None):
-    """Fit every person of a case: (fit arrays, maps, true bodies, seconds)."""
+def fit_case(body_model, name: str, settings=None, given=None):
+    """Fit every person of a case (or of ``given`` = (maps, true bodies)): (fit arrays, maps,
+    true bodies, seconds)."""
     import time
 
     from inference_server.fit.observations import observe
     from inference_server.fit.solver import fit_people
 
-    maps, bodies = case(name)
+    maps, bodies = given if given is not None else case(name)
     obs = [observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
                    intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
                    pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]
