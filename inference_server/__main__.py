@@ -66,8 +66,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"] + [f"cuda:{i}" for i in range(16)],
                    help="where the Sapiens models run (same as SAPIENS_DEVICE; default auto)")
     p.add_argument("--fit-device", choices=["auto", "cpu", "cuda"] + [f"cuda:{i}" for i in range(16)],
-                   help="where the body fit runs (same as SAPIENS_FIT_DEVICE; default auto: the GPU "
-                        "when --device resolves to CUDA, else the CPU)")
+                   help="where the body fit runs (same as SAPIENS_FIT_DEVICE; default auto = cpu: "
+                        "the fit is many small steps, faster on the CPU even beside a GPU)")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16", "int8"],
                    help="Sapiens model precision (same as SAPIENS_PRECISION; default auto)")
     p.add_argument("--detector", help="person detector repo for the Sapiens models, or 'none' for connected "

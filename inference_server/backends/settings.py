@@ -44,8 +44,8 @@ class SapiensSettings:
     detector: str | None = DEFAULT_DETECTOR  # None: people from the mask's connected components
     auto_model: str = ""
     auto_size: str = "0.4b"
-    # auto: the GPU where the server's device is a CUDA GPU, else the CPU (the fit's closed-form
-    # steps are float64, which MPS lacks; docs/performance.md compares the two)
+    # auto = cpu: the fit is launch-bound on a GPU (measured slower than the CPU on an H100 box;
+    # docs/performance.md); cuda on request
     fit_device: str = "auto"
 
     def __post_init__(self):

@@ -45,22 +45,15 @@ def _text(v) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
-def fit_device(wish: str = "auto", server_device: str = "auto") -> str:
-    """The torch device of the body fit: ``wish`` (auto | cpu | cuda | cuda:N); auto follows the
-    server's device where that resolves to a CUDA GPU and is the CPU otherwise (Apple's MPS
-    lacks the float64 that the fit's closed-form steps use)."""
-    from ..backends.devices import accelerator_available
+def fit_device(wish: str = "auto") -> str:
+    """The torch device of the body fit: ``wish`` is auto | cpu | cuda | cuda:N; auto is the CPU.
 
+    Measured on an H100 server (docs/performance.md): the fit is hundreds of small problems'
+    worth of kernel launches (about 1,450 per evaluation) and L-BFGS line-search syncs, so the
+    GPU sits mostly idle and the same fit took longer there than on that machine's CPU. cuda
+    is kept for who asks (it gives the same fit)."""
     wish = (wish or "auto").strip().lower()
-    if wish == "auto":
-        server_device = (server_device or "auto").strip().lower()
-        if server_device.startswith("cuda"):
-            wish = server_device
-        elif server_device == "auto" and accelerator_available() == "cuda":
-            wish = "cuda"
-        else:
-            return "cpu"
-    if wish == "cpu":
+    if wish in ("auto", "cpu"):
         return "cpu"
     if not (wish == "cuda" or wish.startswith("cuda:")):
         raise BackendError(f"the body fit runs on cpu or cuda[:N], not {wish!r}")
@@ -99,8 +92,7 @@ class _BodyModelBackend(base.Backend):
         torch.set_grad_enabled(True)
         device = "cpu"
         if self.on_fit_device:
-            s = self._settings
-            device = fit_device(getattr(s, "fit_device", "auto"), getattr(s, "device", "auto"))
+            device = fit_device(getattr(self._settings, "fit_device", "auto"))
         self._body = BodyModel.load(device, progress=progress)
 
     def unload(self) -> None:

@@ -62,3 +62,22 @@ def test_bad_maps_are_a_clear_400(client, body_model_scene):
     with pytest.raises(SapiensServerError) as err:
         fit_body(client, body_model_scene.maps, people=[7])
     assert "no person [7]" in str(err.value)
+
+
+def test_fit_device_choice(monkeypatch):
+    """auto is the CPU (the fit is launch-bound on a GPU: docs/performance.md); cuda only on
+    request, with a clear error where torch sees none; the setting reads its variable."""
+    import torch
+
+    from inference_server.backends.base import BackendError
+    from inference_server.backends.settings import SapiensSettings
+    from inference_server.fit.serving import fit_device
+
+    assert fit_device("auto") == fit_device(" CPU ") == "cpu"
+    with pytest.raises(BackendError, match="cpu or cuda"):
+        fit_device("mps")
+    if not torch.cuda.is_available():
+        with pytest.raises(BackendError, match="no CUDA GPU"):
+            fit_device("cuda:0")
+    assert SapiensSettings.from_env({"SAPIENS_FIT_DEVICE": "CUDA"}).fit_device == "cuda"
+    assert SapiensSettings.from_env({}).fit_device == "auto"
