@@ -104,6 +104,7 @@ class BodyFitter:
         step = max(1, nv // self.settings.mesh_samples)
         self._sample = torch.arange(0, nv, step, device=dev)
         self._sample_class = torch.as_tensor(cls, device=dev)[self._sample]
+        self._vertex_sample = body.vertex_sample(self._sample)
         self.shape_scale = self._shape_preconditioner()
         self.neutral = self._neutral_pose()
 
@@ -376,7 +377,7 @@ class _Problem:
         obs = self.obs
         if self._normals is None:
             with torch.no_grad():
-                out = self.f.body.full(self.rest(True, False), self.rotvecs())
+                out = self.f.body.full(self.phenotypes(), self.rotvecs())
                 verts = self.to_camera(out["vertices"][0])
                 self._normals = vertex_normals(verts, self.f._faces)[self.f._sample]
         normals = self._normals
@@ -419,7 +420,12 @@ class _Problem:
             loss = loss + self.wt["part"] * charbonnier(ownf, 1.0).mean()
         fpx = px[facing]
         if len(fpx):
-            d = torch.cdist(self.cover_px, fpx).min(1).values / self.scale * 100.0
+            # The distance to the nearest point, differentiated through that point alone (as
+            # min() is): found without autograd, as cdist's backward cost more than the rest of
+            # the step put together.
+            with torch.no_grad():
+                nearest = torch.cdist(self.cover_px, fpx).argmin(1)
+            d = (self.cover_px - fpx[nearest]).norm(dim=-1) / self.scale * 100.0
             loss = loss + self.wt["cover"] * (self.cover_w * charbonnier(d, 1.0)).sum() / self.cover_w.sum()
         return loss
 
@@ -446,7 +452,9 @@ class _Problem:
         last one kept (the shape is held between shape steps)."""
         key = "dense" if dense else "skeleton"
         if with_shape or self._rest.get(key) is None:
-            rs = self.f.body.rest_state(self.phenotypes(), with_vertices=dense)
+            plain = dense and self.f.settings.plain  # the baseline skins the whole mesh
+            rs = self.f.body.rest_state(self.phenotypes(), with_vertices=plain,
+                                        sample=self.f._vertex_sample if dense and not plain else None)
             self._rest[key] = rs.detach()
             return rs if with_shape else self._rest[key]
         return self._rest[key]
@@ -461,7 +469,7 @@ class _Problem:
             return self.keypoint_terms(out["joints"][0], self.wt["lift_dense"]) + self.prior_terms() + \
                 self.surface_terms(verts[self.f._sample])
         if dense:
-            joints, sample = self.f.body.sampled(rs, rot, self.f._sample)
+            joints, sample = self.f.body.sampled(rs, rot, self.f._vertex_sample)
             # The dense surface knows the depth better than the joint radii do.
             return self.keypoint_terms(joints[0], self.wt["lift_dense"]) + self.prior_terms() + \
                 self.surface_terms(self.to_camera(sample[0]))

@@ -27,6 +27,34 @@ def test_skeleton_pass_gives_the_full_pass_joints(body):
     assert torch.allclose(body.skeleton(phen, rot).joints, body.full(phen, rot)["joints"], atol=1e-5)
 
 
+def test_pruned_regressor_moves_the_joints_under_half_a_millimetre(body):
+    """The fit regresses joints from the vertices holding 99.9 % of each regressor row (a
+    quarter of the vertices to skin): against anny's own regressor on the same posed bodies."""
+    import anny
+
+    from inference_server.fit.correspondences import JOINT_SOURCES
+
+    rot, phen = _random_people(body)
+    out = body.full(phen, rot)
+    reg = anny.KeypointsRegressor.coco(body.anny)
+    rows = [list(reg.labels).index(name) for kind, name in JOINT_SOURCES if kind == "regressor"]
+    joints = [j for j, (kind, _n) in enumerate(JOINT_SOURCES) if kind == "regressor"]
+    exact = torch.einsum("jv,pvd->pjd", reg.regression_weights[rows], out["vertices"])
+    moved = (out["joints"][:, joints] - exact).norm(dim=-1)
+    print(f"pruned regressor: joints moved {1000 * float(moved.max()):.3f} mm at most")
+    assert float(moved.max()) < 5e-4, float(moved.max())
+    assert len(body._reg_vertices) < 0.3 * len(body.anny.template_vertices)
+
+
+def test_surface_sample_pass_gives_the_full_pass_vertices(body):
+    rot, phen = _random_people(body)
+    sample = body.vertex_sample(torch.arange(0, len(body.anny.template_vertices), 7))
+    joints, verts = body.sampled(body.rest_state(phen, sample=sample), rot, sample)
+    out = body.full(phen, rot)
+    assert torch.allclose(verts, out["vertices"][:, sample.index], atol=1e-5)
+    assert torch.allclose(joints, out["joints"], atol=1e-5)
+
+
 def test_linear_blend_skinning_with_the_template_reproduces_the_vertices(body):
     """What a Blender armature computes from rest/pose matrices and the weights = the fit's vertices."""
     rot, phen = _random_people(body, n=1, seed=3)
