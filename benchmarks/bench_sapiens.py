@@ -164,6 +164,9 @@ def _args(argv):
     ap.add_argument("--tiny", action="store_true",
                     help="tiny architecture, 64x48 input, small photos: the whole benchmark in seconds (smoke test)")
     ap.add_argument("--input", default=None, help="model input HxW (default 1024x768)")
+    ap.add_argument("--photo", default=None,
+                    help="photo HxW (default 1024x768; 96x72 with --tiny). --tiny --photo 1024x768 times the "
+                         "full-resolution post-processing around a tiny model")
     ap.add_argument("--images", type=int, default=1, help="timed images per mode (after one warm-up)")
     ap.add_argument("--modes", default="baseline,ours,preview",
                     help="comma list of baseline, ours, noflip, int8, preview, stream")
@@ -180,6 +183,7 @@ def _args(argv):
     if args.tiny:
         args.size = "tiny"
     args.input = args.input or ("64x48" if args.size == "tiny" else "1024x768")
+    args.photo = args.photo or ("96x72" if args.size == "tiny" else "1024x768")
     return args
 
 
@@ -238,7 +242,7 @@ def main(argv=None) -> int:
     tasks = tuple(t for t in args.tasks.split(",") if t)
 
     rng = np.random.default_rng(0)
-    photo_hw = (96, 72) if args.size == "tiny" else (1024, 768)
+    photo_hw = tuple(int(v) for v in args.photo.lower().split("x"))
     image = (rng.random((*photo_hw, 3)) * 255).astype(np.uint8)
     photo_bytes = _jpeg(image)
     options = AnalyzeOptions(max_side=max(photo_hw), tasks=tasks)

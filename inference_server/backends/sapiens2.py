@@ -130,7 +130,7 @@ class Sapiens2Runner:
                 for n in self._dense_batch("normal", photos, hws, keep_aspect=True, field="normals")]
 
     def pose(self, crops):
-        return self._forward("pose", crops).heatmaps.float().cpu().numpy()
+        return self._forward("pose", crops).heatmaps.float()  # stays on the device (pipeline decodes there)
 
 
 class Sapiens2Backend(SapiensTaskBackend):

@@ -59,7 +59,7 @@ class TaskRunner(Protocol):
 
     def normals_batch(self, photos, hws) -> list: ...  # unit vectors [H,W,3], model's own axes
 
-    def pose(self, crops) -> np.ndarray: ...  # heatmaps [N,K,h,w] for normalised crops
+    def pose(self, crops): ...  # heatmaps [N,K,h,w] for normalised crops: a tensor on the model's device
 
 
 @dataclass
@@ -339,15 +339,21 @@ def _pose(runner, photos: list[_Photo], times: StageTimes) -> None:
     for start in range(0, len(owners), POSE_BATCH):
         sl = slice(start, start + POSE_BATCH)
         t0 = time.perf_counter()
-        hm = runner.pose(crops[sl])
-        if any(photos[i].options.flip_test for i, _ in owners[sl]):
-            flipped = heatmaps.flip_back(runner.pose(crops[sl].flip(-1)), FLIP_PAIRS)
-            use = np.asarray([photos[i].options.flip_test for i, _ in owners[sl]])[:, None, None, None]
-            hm = np.where(use, 0.5 * (hm + flipped), hm)
+        # Heatmaps stay on the model's device (308 maps of 256x192 per person): the flip-back,
+        # the averaging and the decoding run there, and only the keypoints come back.
+        hm = torch.as_tensor(runner.pose(crops[sl]))
+        flip = [photos[i].options.flip_test for i, _ in owners[sl]]
+        if any(flip):
+            flipped = heatmaps.flip_back_torch(torch.as_tensor(runner.pose(crops[sl].flip(-1))), FLIP_PAIRS)
+            averaged = 0.5 * (hm + flipped)
+            hm = averaged if all(flip) else torch.where(
+                torch.as_tensor(flip, device=hm.device)[:, None, None, None], averaged, hm)
+            del flipped, averaged
         times.add("forward_pose", t0)
         t0 = time.perf_counter()
-        xy, score = heatmaps.decode_heatmaps(hm)
+        xy, score = heatmaps.decode_heatmaps_torch(hm)
         xy_img = heatmaps.heatmap_to_image(xy, centres[sl], sizes[sl], hm.shape[-2:])
+        del hm
         # photo pixel-index -> canonical (pixel centres at +0.5) -> maps grid
         xy_img = (xy_img + 0.5) / to_grid[sl][:, None, :]
         xy_img[score <= 0] = 0.0

@@ -140,7 +140,7 @@ class Sapiens1Runner:
                 for n in self._dense_batch("normal", photos, hws)]
 
     def pose(self, crops):
-        return self._forward("pose", crops).cpu().numpy()
+        return self._forward("pose", crops)  # stays on the device (the pipeline decodes there)
 
 
 class Sapiens1Backend(SapiensTaskBackend):
