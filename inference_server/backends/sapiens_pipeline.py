@@ -271,8 +271,8 @@ def _after_depth(runner, p: _Photo, raw) -> None:
             p.notes.append("intrinsics: pointmap fit failed, default field of view used")
         p.points = points
         if not p.depth_for_normals:
-            p.depth = np.where(p.fg, points[..., 2], np.nan).astype(np.float32)
-            p.pointmap = np.where(p.fg[..., None], points, np.nan).astype(np.float32)
+            p.depth = np.where(p.fg, points[..., 2], np.float32(np.nan))
+            p.pointmap = np.where(p.fg[..., None], points, np.float32(np.nan))
     else:
         depth = depth_scale.relative_depth_to_z(raw, p.people, float(p.k[1, 1]))
         p.points = _points_from_depth(depth, p.k)
@@ -301,7 +301,7 @@ def _after_normals(runner, p: _Photo, predicted: np.ndarray) -> None:
         p.notes.append(f"normals NOT calibrated ({why}): the model's axes taken with the fixed "
                        f"convention {normals.describe_signs(convention)}")
     p.signs = tuple(float(v) for v in signs)
-    p.normal = np.where(p.fg[..., None], predicted * signs, np.nan).astype(np.float32)
+    p.normal = np.where(p.fg[..., None], predicted * signs, np.float32(np.nan))
 
 
 def _pose(runner, photos: list[_Photo], times: StageTimes) -> None:
@@ -383,22 +383,22 @@ def _source(name: str, agreement: float, signs) -> str:
 
 def _outputs(runner, grid, people, parts, normal, depth, pointmap, k, keypoints, agreement, notes,
              signs=None) -> dict:
-    out = {
+    out = {  # the arrays are this photo's own: no copies when they already have the right type
         "image": grid,
-        "mask": people.astype(np.uint8),
-        "parts": parts.astype(np.uint8),
+        "mask": people.astype(np.uint8, copy=False),
+        "parts": parts.astype(np.uint8, copy=False),
         "part_names": np.asarray(runner.part_names, dtype=object),
-        "normal": normal.astype(np.float32),
-        "depth": depth.astype(np.float32),
+        "normal": normal.astype(np.float32, copy=False),
+        "depth": depth.astype(np.float32, copy=False),
         "metric": np.asarray([bool(runner.metric)]),
         "intrinsics": np.asarray(k, np.float32),
-        "keypoints": keypoints.astype(np.float32),
+        "keypoints": keypoints.astype(np.float32, copy=False),
         "source": np.asarray([_source(runner.source, agreement, signs)], dtype=object),
         # Optional diagnostics (base.OPTIONAL_OUTPUTS); clients keep them in Maps.extras.
         "normal_agreement_deg": np.asarray([agreement], np.float32),
         "notes": np.asarray(["; ".join(notes)], dtype=object),
     }
     if pointmap is not None:
-        out["pointmap"] = pointmap.astype(np.float32)
+        out["pointmap"] = pointmap.astype(np.float32, copy=False)
     return out
 

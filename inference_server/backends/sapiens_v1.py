@@ -122,12 +122,14 @@ class Sapiens1Runner:
         return [to_photo_grid(out[i:i + 1], plan, hw) for i, (plan, hw) in enumerate(zip(plans, hws))]
 
     def segment_batch(self, photos, hws):
+        import torch
+
         out = []
         for logits in self._dense_batch("seg", photos, hws):
             if logits.shape[1] == 1:  # single-channel foreground model: sigmoid > 0.3 as the lite demo
                 out.append((logits[0, 0].sigmoid() > 0.3).cpu().numpy().astype(np.uint8))
             else:
-                out.append(logits.argmax(1)[0].cpu().numpy().astype(np.uint8))
+                out.append(logits.argmax(1)[0].to(torch.uint8).cpu().numpy())
         return out
 
     def depth_batch(self, photos, hws):
@@ -136,7 +138,7 @@ class Sapiens1Runner:
     def normals_batch(self, photos, hws):
         import torch.nn.functional as F
 
-        return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0).cpu().numpy()
+        return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0).contiguous().cpu().numpy()
                 for n in self._dense_batch("normal", photos, hws)]
 
     def pose(self, crops):
