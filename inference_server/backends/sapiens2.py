@@ -122,23 +122,20 @@ class Sapiens2Runner:
         return [lg.argmax(1)[0].to(torch.uint8).cpu().numpy()
                 for lg in self._dense_batch("seg", photos, hws, keep_aspect=False, field="logits")]
 
+    # Points and normals stay on the device as [H,W,3] tensors: the pipeline post-processes them
+    # there (processing/dense_torch.py) and copies back only the final maps.
     def depth_batch(self, photos, hws):
-        return [_host_hwc(p[0]) for p in self._dense_batch("depth", photos, hws, keep_aspect=True, field="pointmaps")]
+        return [p[0].permute(1, 2, 0) for p in self._dense_batch("depth", photos, hws, keep_aspect=True,
+                                                                 field="pointmaps")]
 
     def normals_batch(self, photos, hws):
         import torch.nn.functional as F
 
-        return [_host_hwc(F.normalize(n, dim=1, eps=1e-8)[0])
+        return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0)
                 for n in self._dense_batch("normal", photos, hws, keep_aspect=True, field="normals")]
 
     def pose(self, crops):
         return self._forward("pose", crops).heatmaps.float()  # stays on the device (pipeline decodes there)
-
-
-def _host_hwc(chw) -> np.ndarray:
-    """[C,H,W] tensor -> C-contiguous [H,W,C] float32 numpy: the transpose is done where the tensor
-    lives (a GPU does it for free; numpy on a strided view is several times slower per pass)."""
-    return chw.permute(1, 2, 0).contiguous().cpu().numpy()
 
 
 class Sapiens2Backend(SapiensTaskBackend):

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..processing import depth_scale, heatmaps, instances, intrinsics, normals
+from ..processing import dense_torch, depth_scale, heatmaps, instances, intrinsics, normals
 from ..processing.goliath import FLIP_PAIRS, KEYPOINT_NAMES
 from .base import (
     AnalyzeOptions,
@@ -55,6 +55,7 @@ class TaskRunner(Protocol):
 
     def segment_batch(self, photos, hws) -> list: ...  # uint8 class ids [H,W]
 
+    # depth and normals: torch tensors on the model's device (or numpy arrays)
     def depth_batch(self, photos, hws) -> list: ...  # metric: points [H,W,3]; else relative depth [H,W]
 
     def normals_batch(self, photos, hws) -> list: ...  # unit vectors [H,W,3], model's own axes
@@ -257,12 +258,15 @@ def _after_segmentation(runner, p: _Photo, parts: np.ndarray, detector, no_detec
     p.fg = p.people > 0
     inner = ndimage.binary_erosion(p.fg, iterations=FIT_EROSION_PX) if min(h, w) > 4 * FIT_EROSION_PX else p.fg
     p.inner = p.fg if inner.sum() < intrinsics.MIN_FIT_POINTS else inner
+    # The masks go to the maps' device (1 byte a pixel): the depth and normal post-processing
+    # runs there (processing/dense_torch.py) and only the final maps come back.
+    p.fg_t, p.inner_t = dense_torch.mask_tensor(p.fg, p.photo.device), dense_torch.mask_tensor(p.inner, p.photo.device)
 
 
 def _after_depth(runner, p: _Photo, raw) -> None:
     if runner.metric:
-        points = np.asarray(raw, np.float32)
-        fitted, rms = intrinsics.fit_intrinsics(points, p.inner)
+        points = dense_torch.as_device_tensor(raw, p.photo.device)  # [H,W,3] camera-frame points
+        fitted, rms = dense_torch.fit_intrinsics(points, p.inner_t)
         if fitted is not None:
             p.k = fitted
             log.info("%s: intrinsics from the pointmap fx=%.1f fy=%.1f cx=%.1f cy=%.1f (rms %.2f px)",
@@ -271,9 +275,10 @@ def _after_depth(runner, p: _Photo, raw) -> None:
             p.notes.append("intrinsics: pointmap fit failed, default field of view used")
         p.points = points
         if not p.depth_for_normals:
-            p.depth = np.where(p.fg, points[..., 2], np.float32(np.nan))
-            p.pointmap = np.where(p.fg[..., None], points, np.float32(np.nan))
+            p.pointmap = dense_torch.masked_to_host(points, p.fg_t)
+            p.depth = np.ascontiguousarray(p.pointmap[..., 2])
     else:
+        raw = raw.cpu().numpy() if hasattr(raw, "cpu") else raw  # percentiles: on the host
         depth = depth_scale.relative_depth_to_z(raw, p.people, float(p.k[1, 1]))
         p.points = _points_from_depth(depth, p.k)
         if not p.depth_for_normals:
@@ -288,9 +293,12 @@ def _after_normals(runner, p: _Photo, predicted: np.ndarray) -> None:
     convention = np.asarray(runner.normal_signs, np.float32)
     signs = convention
     why = "no depth model to check them against"
+    predicted = dense_torch.as_device_tensor(predicted, p.photo.device)  # [H,W,3]
     if p.points is not None:
-        reference = normals.normals_from_points(p.points, p.inner)
-        cal = normals.calibrate_normal_signs(predicted * convention, reference, p.inner)
+        reference = dense_torch.normals_from_points(dense_torch.as_device_tensor(p.points, predicted.device),
+                                                    p.inner_t)
+        cal = dense_torch.calibrate_normal_signs(predicted * _on(convention, predicted), reference, p.inner_t)
+        del reference
         log.info("%s: %s", runner.source, cal.describe())
         p.notes.append(cal.describe())
         if cal.pixels >= normals.MIN_CALIBRATION_PIXELS:
@@ -301,7 +309,13 @@ def _after_normals(runner, p: _Photo, predicted: np.ndarray) -> None:
         p.notes.append(f"normals NOT calibrated ({why}): the model's axes taken with the fixed "
                        f"convention {normals.describe_signs(convention)}")
     p.signs = tuple(float(v) for v in signs)
-    p.normal = np.where(p.fg[..., None], predicted * signs, np.float32(np.nan))
+    p.normal = dense_torch.masked_to_host(predicted * _on(signs, predicted), p.fg_t)
+
+
+def _on(values, like):
+    import torch
+
+    return torch.as_tensor(np.asarray(values, np.float32), device=like.device)
 
 
 def _pose(runner, photos: list[_Photo], times: StageTimes) -> None:

@@ -132,14 +132,14 @@ class Sapiens1Runner:
                 out.append(logits.argmax(1)[0].to(torch.uint8).cpu().numpy())
         return out
 
+    # Depth and normals stay on the device (the pipeline post-processes them there).
     def depth_batch(self, photos, hws):
-        return [d[0, 0].cpu().numpy() for d in self._dense_batch("depth", photos, hws)]
+        return [d[0, 0] for d in self._dense_batch("depth", photos, hws)]
 
     def normals_batch(self, photos, hws):
         import torch.nn.functional as F
 
-        return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0).contiguous().cpu().numpy()
-                for n in self._dense_batch("normal", photos, hws)]
+        return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0) for n in self._dense_batch("normal", photos, hws)]
 
     def pose(self, crops):
         return self._forward("pose", crops)  # stays on the device (the pipeline decodes there)
