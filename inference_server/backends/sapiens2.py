@@ -115,12 +115,10 @@ class Sapiens2Runner:
         return [to_photo_grid(maps[i:i + 1], plan, hw) for i, (plan, hw) in enumerate(zip(plans, hws))]
 
     def segment_batch(self, photos, hws):
-        import torch
+        from ..processing.resize_pad import class_labels
 
         # Argmax after upsampling the logits to the photo grid (not before): smooth part borders.
-        # The labels come back as uint8 (not int64): 8x less to copy from the device.
-        return [lg.argmax(1)[0].to(torch.uint8).cpu().numpy()
-                for lg in self._dense_batch("seg", photos, hws, keep_aspect=False, field="logits")]
+        return [class_labels(lg) for lg in self._dense_batch("seg", photos, hws, keep_aspect=False, field="logits")]
 
     # Points and normals stay on the device as [H,W,3] tensors: the pipeline post-processes them
     # there (processing/dense_torch.py) and copies back only the final maps.

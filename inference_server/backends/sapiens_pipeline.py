@@ -253,9 +253,17 @@ def _after_segmentation(runner, p: _Photo, parts: np.ndarray, detector, no_detec
         p.result = _outputs(runner, p.grid, p.people, p.parts, p.normal, p.depth, None, p.k, p.keypoints,
                             p.agreement, p.notes)
         return
+    p.fg = p.people > 0
+    if "depth" in p.tasks or "normal" in p.tasks:
+        _fit_masks(p)
+
+
+def _fit_masks(p: _Photo) -> None:
+    """p.inner (the foreground without its border pixels, for the fits) and both masks on the
+    maps' device; only photos that run depth or normals need them."""
     from scipy import ndimage
 
-    p.fg = p.people > 0
+    h, w = p.fg.shape
     inner = ndimage.binary_erosion(p.fg, iterations=FIT_EROSION_PX) if min(h, w) > 4 * FIT_EROSION_PX else p.fg
     p.inner = p.fg if inner.sum() < intrinsics.MIN_FIT_POINTS else inner
     # The masks go to the maps' device (1 byte a pixel): the depth and normal post-processing

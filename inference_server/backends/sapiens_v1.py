@@ -122,14 +122,14 @@ class Sapiens1Runner:
         return [to_photo_grid(out[i:i + 1], plan, hw) for i, (plan, hw) in enumerate(zip(plans, hws))]
 
     def segment_batch(self, photos, hws):
-        import torch
+        from ..processing.resize_pad import class_labels
 
         out = []
         for logits in self._dense_batch("seg", photos, hws):
             if logits.shape[1] == 1:  # single-channel foreground model: sigmoid > 0.3 as the lite demo
                 out.append((logits[0, 0].sigmoid() > 0.3).cpu().numpy().astype(np.uint8))
             else:
-                out.append(logits.argmax(1)[0].to(torch.uint8).cpu().numpy())
+                out.append(class_labels(logits))
         return out
 
     # Depth and normals stay on the device (the pipeline post-processes them there).

@@ -213,3 +213,13 @@ def test_masked_maps_come_back_as_float32_with_nan_outside():
     assert out.dtype == np.float32 and out.shape == (2, 4, 3)
     assert np.isnan(out[0, 1]).all() and np.array_equal(out[0, 0], [0, 1, 2])
     assert np.isnan(dense_torch.masked_to_host(values[..., 0], mask)[1, 0])
+
+
+def test_class_labels_are_the_argmax_as_uint8():
+    from inference_server.processing.resize_pad import class_labels
+
+    logits = torch.randn(1, 29, 40, 30, generator=torch.Generator().manual_seed(0))
+    logits[0, :, 0, 0] = 1.0  # a tie: the first class wins, as torch's argmax says
+    labels = class_labels(logits)
+    assert labels.dtype == np.uint8 and labels.shape == (40, 30)
+    assert np.array_equal(labels, logits[0].argmax(0).numpy()) and labels[0, 0] == 0
