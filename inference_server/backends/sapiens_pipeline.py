@@ -259,16 +259,14 @@ def _after_segmentation(runner, p: _Photo, parts: np.ndarray, detector, no_detec
 
 
 def _fit_masks(p: _Photo) -> None:
-    """p.inner (the foreground without its border pixels, for the fits) and both masks on the
-    maps' device; only photos that run depth or normals need them."""
-    from scipy import ndimage
-
+    """The foreground and its inner part (without its border pixels: they mix person and
+    background depth) for the fits, on the maps' device (1 byte a pixel): the depth and normal
+    post-processing runs there (processing/dense_torch.py) and only the final maps come back.
+    Only photos that run depth or normals need them."""
     h, w = p.fg.shape
-    inner = ndimage.binary_erosion(p.fg, iterations=FIT_EROSION_PX) if min(h, w) > 4 * FIT_EROSION_PX else p.fg
-    p.inner = p.fg if inner.sum() < intrinsics.MIN_FIT_POINTS else inner
-    # The masks go to the maps' device (1 byte a pixel): the depth and normal post-processing
-    # runs there (processing/dense_torch.py) and only the final maps come back.
-    p.fg_t, p.inner_t = dense_torch.mask_tensor(p.fg, p.photo.device), dense_torch.mask_tensor(p.inner, p.photo.device)
+    p.fg_t = dense_torch.mask_tensor(p.fg, p.photo.device)
+    inner = dense_torch.erode(p.fg_t, FIT_EROSION_PX) if min(h, w) > 4 * FIT_EROSION_PX else p.fg_t
+    p.inner_t = p.fg_t if int(inner.sum()) < intrinsics.MIN_FIT_POINTS else inner
 
 
 def _after_depth(runner, p: _Photo, raw) -> None:

@@ -45,6 +45,19 @@ def masked_to_host(values, mask) -> np.ndarray:
         .cpu().numpy().astype(np.float32, copy=False)
 
 
+def erode(mask, iterations: int):
+    """scipy.ndimage.binary_erosion(mask, iterations=...) for a bool tensor [H,W]: the default
+    cross-shaped structure, outside the image counts as background (border_value=0)."""
+    import torch
+    import torch.nn.functional as F
+
+    out = mask
+    for _ in range(iterations):
+        p = F.pad(out.to(torch.uint8)[None], (1, 1, 1, 1))[0].bool()  # a background frame
+        out = out & p[:-2, 1:-1] & p[2:, 1:-1] & p[1:-1, :-2] & p[1:-1, 2:]
+    return out
+
+
 def _wide(t):
     """float64 where the device has it (MPS has not: the CPU)."""
     import torch

@@ -123,25 +123,25 @@ def _blur_torch(hm, kernel: int, banded: bool | None = None):
     under a millisecond and which, unlike cuDNN convolutions or matmuls, never run in TF32."""
     import torch
 
-    taps = torch.as_tensor(_blur_taps(kernel), dtype=torch.float32, device=hm.device)
+    weights = _blur_taps(kernel)
     half = kernel // 2
     h, w = hm.shape[-2:]
     if banded if banded is not None else hm.device.type == "cpu":
         def band(size):
             i = torch.arange(size, device=hm.device)
             offset = i[:, None] - i[None, :]  # [src, dst] = taps[src - dst + half]: zero borders
-            near = offset.abs() <= half
-            return torch.where(near, taps[(offset + half).clamp(0, kernel - 1)], 0.0)
+            taps = torch.as_tensor(weights, dtype=torch.float32, device=hm.device)
+            return torch.where(offset.abs() <= half, taps[(offset + half).clamp(0, kernel - 1)], 0.0)
 
         return band(h).T @ (hm @ band(w))
     out = torch.zeros_like(hm)
     padded = torch.nn.functional.pad(hm, (half, half))
     for t in range(kernel):
-        out.add_(padded[..., t:t + w], alpha=float(taps[t]))
+        out.add_(padded[..., t:t + w], alpha=float(weights[t]))  # host floats: no device syncs
     rows = torch.zeros_like(hm)
     padded = torch.nn.functional.pad(out, (0, 0, half, half))
     for t in range(kernel):
-        rows.add_(padded[..., t:t + h, :], alpha=float(taps[t]))
+        rows.add_(padded[..., t:t + h, :], alpha=float(weights[t]))
     return rows
 
 

@@ -223,3 +223,16 @@ def test_class_labels_are_the_argmax_as_uint8():
     labels = class_labels(logits)
     assert labels.dtype == np.uint8 and labels.shape == (40, 30)
     assert np.array_equal(labels, logits[0].argmax(0).numpy()) and labels[0, 0] == 0
+
+
+def test_device_erosion_equals_scipy_binary_erosion():
+    from scipy import ndimage
+
+    from inference_server.processing import dense_torch
+
+    rng = np.random.default_rng(8)
+    mask = ndimage.binary_dilation(rng.random((50, 40)) > 0.93, iterations=2)
+    mask[:, :6] = True  # touching the image border: outside counts as background
+    for iterations in (1, 2, 3):
+        ours = dense_torch.erode(torch.from_numpy(mask), iterations).numpy()
+        assert np.array_equal(ours, ndimage.binary_erosion(mask, iterations=iterations))
