@@ -65,12 +65,29 @@ class TaskRunner(Protocol):
 
 @dataclass
 class StageTimes:
-    """Seconds per stage of the last analysis (for logs and the benchmark)."""
+    """Seconds per stage of the last analysis (for logs and the benchmark).
+
+    On a GPU, work is queued: a stage's clock stops before its kernels finish and the wait lands
+    in whichever later stage copies a result back. ``synchronize`` (e.g. torch.cuda.synchronize)
+    makes each stage wait for its own work: exact per-stage times, at the price of the overlap
+    of host and device work (the benchmark's per-image modes use it, its stream mode does not)."""
 
     seconds: dict = field(default_factory=dict)
+    synchronize: object = None
 
     def add(self, stage: str, start: float) -> None:
+        if self.synchronize is not None:
+            self.synchronize()
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+
+def device_synchronizer(device):
+    """A callable that waits for the queued work of ``device`` (None on the CPU: nothing queues)."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        return lambda: torch.cuda.synchronize(device)
+    return None
 
 
 def maps_grid(image: np.ndarray, max_side: int, device="cpu"):
@@ -140,14 +157,16 @@ def _batched(runner, method: str, photos: list[_Photo]) -> list:
 def run_pipeline(runner, images: list, options_list: list, progress_list: list | None = None,
                  cancel_list: list | None = None, device="cpu", times: StageTimes | None = None,
                  detector=None, no_detector_reason: str = "no person detector configured",
-                 depth_available: bool = True) -> list:
+                 depth_available: bool = True, queue_forwards: bool | None = None) -> list:
     """Maps dicts for ``images`` (same order); an entry is the exception when that photo failed or was
     cancelled. A failing forward pass fails the whole batch (raised).
 
     ``detector`` (person_detector.PersonDetector or None) splits the foreground into people and
     gives the pose boxes; without it (``no_detector_reason`` says why, in the notes) people are
     connected components. ``depth_available``: the runner can run depth, so normals asked for
-    without depth are still calibrated against it (the depth itself is then not returned)."""
+    without depth are still calibrated against it (the depth itself is then not returned).
+    ``queue_forwards``: run the depth and normal forwards before the segmentation's
+    post-processing (default: on an accelerator, where they then overlap with it)."""
     times = times if times is not None else StageTimes()
     n = len(images)
     photos = [_Photo(img, opt, (progress_list or [no_progress] * n)[i] or no_progress,
@@ -173,19 +192,34 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
 
     # The mask comes from the segmentation, so it always runs (even when "seg" is not asked for).
     live = _still_running(live)
-    _dense_stage(runner, live, "seg", "segment", "forward_seg", times, lambda p: "body-part segmentation",
-                 lambda p, parts: _after_segmentation(runner, p, parts, detector, no_detector_reason))
+    parts = _forward(runner, live, "seg", "segment", "forward_seg", times, lambda p: "body-part segmentation")
+    needs_depth = lambda p: "depth" in p.tasks or p.depth_for_normals  # noqa: E731
+    depth_message = lambda p: (("depth" if not runner.metric else "pointmap")  # noqa: E731
+                               + (" (to calibrate the normals)" if p.depth_for_normals else ""))
+    # The depth and normal forwards do not need the segmentation's post-processing. On an
+    # accelerator they are queued before it, so the device computes them while the host finds the
+    # people; on the CPU they wait for it (photos without people, or cancelled, skip them).
+    queued = str(device) != "cpu" if queue_forwards is None else queue_forwards
+    if queued:
+        points = _forward(runner, [p for p in live if needs_depth(p)], "depth", "depth", "forward_depth", times,
+                          depth_message)
+        predicted = _forward(runner, [p for p in live if "normal" in p.tasks], "normal", "normals",
+                             "forward_normal", times, lambda p: "surface normals")
+    _postprocess(live, parts, times, lambda p, out: _after_segmentation(runner, p, out, detector, no_detector_reason))
 
     live = [p for p in _still_running(live) if p.count > 0]
-    _dense_stage(runner, [p for p in live if "depth" in p.tasks or p.depth_for_normals], "depth", "depth",
-                 "forward_depth", times,
-                 lambda p: ("depth" if not runner.metric else "pointmap")
-                 + (" (to calibrate the normals)" if p.depth_for_normals else ""),
-                 lambda p, raw: _after_depth(runner, p, raw))
+    if not queued:
+        points = _forward(runner, [p for p in live if needs_depth(p)], "depth", "depth", "forward_depth", times,
+                          depth_message)
+    _postprocess([p for p in live if needs_depth(p)], points, times, lambda p, raw: _after_depth(runner, p, raw))
 
     live = _still_running(live)
-    _dense_stage(runner, [p for p in live if "normal" in p.tasks], "normal", "normals", "forward_normal", times,
-                 lambda p: "surface normals", lambda p, pred: _after_normals(runner, p, pred))
+    if not queued:
+        predicted = _forward(runner, [p for p in live if "normal" in p.tasks], "normal", "normals",
+                             "forward_normal", times, lambda p: "surface normals")
+    _postprocess([p for p in live if "normal" in p.tasks], predicted, times,
+                 lambda p, out: _after_normals(runner, p, out))
+    del points, predicted
 
     live = _still_running(live)
     pose_photos = [p for p in live if "pose" in p.tasks]
@@ -200,17 +234,22 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
     return [p.result for p in photos]
 
 
-def _dense_stage(runner, photos: list, step: str, head: str, timer: str, times, message, after) -> None:
-    """One dense head on ``photos``: their progress step, one batched forward, then ``after``
-    (post-processing) per photo; the forward and post-processing timed apart."""
+def _forward(runner, photos: list, step: str, head: str, timer: str, times, message) -> dict:
+    """One dense head on ``photos``: their progress step and one batched forward; its outputs by
+    photo (id), for the post-processing."""
     for p in photos:
         p.step(step, message(p))
     t0 = time.perf_counter()
     outputs = _batched(runner, head, photos) if photos else []
     times.add(timer, t0)
+    return {id(p): out for p, out in zip(photos, outputs)}
+
+
+def _postprocess(photos: list, outputs: dict, times, after) -> None:
+    """``after`` (post-processing) for each photo with its forward's output."""
     t0 = time.perf_counter()
-    for p, out in zip(photos, outputs):
-        after(p, out)
+    for p in photos:
+        after(p, outputs[id(p)])
     times.add("postprocess", t0)
 
 
