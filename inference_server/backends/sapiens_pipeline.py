@@ -302,10 +302,13 @@ def _fit_masks(p: _Photo) -> None:
     background depth) for the fits, on the maps' device (1 byte a pixel): the depth and normal
     post-processing runs there (processing/dense_torch.py) and only the final maps come back.
     Only photos that run depth or normals need them."""
+    import torch
+
     h, w = p.fg.shape
     p.fg_t = dense_torch.mask_tensor(p.fg, p.photo.device)
     inner = dense_torch.erode(p.fg_t, FIT_EROSION_PX) if min(h, w) > 4 * FIT_EROSION_PX else p.fg_t
-    p.inner_t = p.fg_t if int(inner.sum()) < intrinsics.MIN_FIT_POINTS else inner
+    # decided on the device (no sync: the host goes on while queued forwards run)
+    p.inner_t = torch.where(inner.sum() < intrinsics.MIN_FIT_POINTS, p.fg_t, inner)
 
 
 def _after_depth(runner, p: _Photo, raw) -> None:

@@ -31,9 +31,14 @@ def as_device_tensor(array, device):
 
 
 def mask_tensor(mask: np.ndarray, device):
+    """A bool mask onto ``device``. To CUDA from pinned memory, non-blocking: a pageable copy
+    would wait for every kernel queued before it (the forwards the host is overlapping with)."""
     import torch
 
-    return torch.from_numpy(np.ascontiguousarray(mask, bool)).to(device)
+    t = torch.from_numpy(np.ascontiguousarray(mask, bool))
+    if str(device).startswith("cuda"):
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def masked_to_host(values, mask) -> np.ndarray:

@@ -188,3 +188,23 @@ def test_forwards_queued_before_the_segmentation_post_processing_give_the_same_m
     assert str(first["source"][0]) == str(expected["source"][0])
     assert not empty["mask"].any() and "no person" in str(empty["notes"][0])
     assert runner.batches == ([("depth", 2), ("normal", 2)] if queue_forwards else [("depth", 1), ("normal", 1)])
+
+
+def test_fit_masks_erode_the_foreground_and_keep_small_people_whole():
+    from types import SimpleNamespace
+
+    from scipy import ndimage
+
+    from inference_server.backends.sapiens_pipeline import _fit_masks
+
+    fg = np.zeros((60, 50), bool)
+    fg[5:55, 10:40] = True
+    big = SimpleNamespace(fg=fg, photo=torch.zeros(1))
+    _fit_masks(big)
+    assert np.array_equal(big.inner_t.numpy(), ndimage.binary_erosion(fg, iterations=2))
+    assert np.array_equal(big.fg_t.numpy(), fg)
+    small = np.zeros((60, 50), bool)
+    small[20:27, 20:27] = True  # 9 pixels left after erosion: too few to fit on, used whole
+    tiny = SimpleNamespace(fg=small, photo=torch.zeros(1))
+    _fit_masks(tiny)
+    assert np.array_equal(tiny.inner_t.numpy(), small)
