@@ -30,7 +30,11 @@ GPU run (issue #11 item 8; 0.4B, then 1B, then one 1B task):
         --stream 128 --stream-batch 32 --compile reduce-overhead
 
 CPU: ``--input 512x384`` (4x fewer tokens) keeps a run short; say so when quoting the numbers.
-``--tiny`` runs every mode in seconds (tests/server/test_bench_sapiens.py).
+``--tiny`` runs every mode in seconds (tests/server/test_bench_sapiens.py); ``--tiny --input
+1024x768 --photo 1024x768`` keeps the forwards cheap while pre- and post-processing run at full
+size. The per-image modes wait for the device at each stage boundary (exact per-stage seconds);
+the stream mode does not (host and device work overlap; its stage split is indicative).
+The post-processing alone, old code path against the current one: bench_sapiens_post.py.
 
 ``--batch N`` instead compares, with the "ours" placement, N photos analysed one at a time with
 N photos in ONE ``analyze_batch`` call (one forward per task with batch N, as the server's
