@@ -17,8 +17,6 @@ import logging
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-
 from ..processing.goliath import PART_NAMES_SAPIENS2
 from ..processing.normals import SAPIENS_NORMAL_SIGNS
 from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
