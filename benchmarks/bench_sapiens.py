@@ -30,7 +30,11 @@ GPU run (issue #11 item 8; 0.4B, then 1B, then one 1B task):
         --stream 128 --stream-batch 32 --compile reduce-overhead
 
 CPU: ``--input 512x384`` (4x fewer tokens) keeps a run short; say so when quoting the numbers.
-``--tiny`` runs every mode in seconds (tests/server/test_bench_sapiens.py).
+``--tiny`` runs every mode in seconds (tests/server/test_bench_sapiens.py); ``--tiny --input
+1024x768 --photo 1024x768`` keeps the forwards cheap while pre- and post-processing run at full
+size. The per-image modes wait for the device at each stage boundary (exact per-stage seconds);
+the stream mode does not (host and device work overlap; its stage split is indicative).
+The post-processing alone, old code path against the current one: bench_sapiens_post.py.
 
 ``--batch N`` instead compares, with the "ours" placement, N photos analysed one at a time with
 N photos in ONE ``analyze_batch`` call (one forward per task with batch N, as the server's
@@ -164,6 +168,9 @@ def _args(argv):
     ap.add_argument("--tiny", action="store_true",
                     help="tiny architecture, 64x48 input, small photos: the whole benchmark in seconds (smoke test)")
     ap.add_argument("--input", default=None, help="model input HxW (default 1024x768)")
+    ap.add_argument("--photo", default=None,
+                    help="photo HxW (default 1024x768; 96x72 with --tiny). --tiny --photo 1024x768 times the "
+                         "full-resolution post-processing around a tiny model")
     ap.add_argument("--images", type=int, default=1, help="timed images per mode (after one warm-up)")
     ap.add_argument("--modes", default="baseline,ours,preview",
                     help="comma list of baseline, ours, noflip, int8, preview, stream")
@@ -180,6 +187,7 @@ def _args(argv):
     if args.tiny:
         args.size = "tiny"
     args.input = args.input or ("64x48" if args.size == "tiny" else "1024x768")
+    args.photo = args.photo or ("96x72" if args.size == "tiny" else "1024x768")
     return args
 
 
@@ -238,7 +246,7 @@ def main(argv=None) -> int:
     tasks = tuple(t for t in args.tasks.split(",") if t)
 
     rng = np.random.default_rng(0)
-    photo_hw = (96, 72) if args.size == "tiny" else (1024, 768)
+    photo_hw = tuple(int(v) for v in args.photo.lower().split("x"))
     image = (rng.random((*photo_hw, 3)) * 255).astype(np.uint8)
     photo_bytes = _jpeg(image)
     options = AnalyzeOptions(max_side=max(photo_hw), tasks=tasks)
@@ -255,6 +263,7 @@ def main(argv=None) -> int:
         for m in source.values():
             m.set_attn_implementation(attn)
         b.models, b.placement = {t: source[t] for t in tasks}, placement
+        b.exact_stage_times = True  # per-stage seconds that mean what they say (the stream mode: off)
         return b
 
     wanted = SapiensSettings.from_env()  # SAPIENS_DEVICE / SAPIENS_PRECISION pick the placement
@@ -294,6 +303,7 @@ def main(argv=None) -> int:
     streaming = None
     if "stream" in modes:
         streaming = backend_with(tuned_models(auto, args.compile), auto, "sdpa")
+        streaming.exact_stage_times = False  # host and device work overlap: its stages are indicative
     if args.batch > 1:
         return batch_compare(backends["ours"], image, options, args, input_hw)
     mode_options = {n: (AnalyzeOptions(max_side=options.max_side, tasks=tasks, flip_test=False) if n == "noflip"

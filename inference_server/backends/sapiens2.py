@@ -17,8 +17,6 @@ import logging
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-
 from ..processing.goliath import PART_NAMES_SAPIENS2
 from ..processing.normals import SAPIENS_NORMAL_SIGNS
 from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
@@ -115,22 +113,25 @@ class Sapiens2Runner:
         return [to_photo_grid(maps[i:i + 1], plan, hw) for i, (plan, hw) in enumerate(zip(plans, hws))]
 
     def segment_batch(self, photos, hws):
-        # Argmax after upsampling the logits to the photo grid (not before): smooth part borders.
-        return [lg.argmax(1)[0].cpu().numpy().astype(np.uint8)
-                for lg in self._dense_batch("seg", photos, hws, keep_aspect=False, field="logits")]
+        from ..processing.resize_pad import class_labels
 
+        # Argmax after upsampling the logits to the photo grid (not before): smooth part borders.
+        return [class_labels(lg) for lg in self._dense_batch("seg", photos, hws, keep_aspect=False, field="logits")]
+
+    # Points and normals stay on the device as [H,W,3] tensors: the pipeline post-processes them
+    # there (processing/dense_torch.py) and copies back only the final maps.
     def depth_batch(self, photos, hws):
-        return [p[0].permute(1, 2, 0).cpu().numpy()
-                for p in self._dense_batch("depth", photos, hws, keep_aspect=True, field="pointmaps")]
+        return [p[0].permute(1, 2, 0) for p in self._dense_batch("depth", photos, hws, keep_aspect=True,
+                                                                 field="pointmaps")]
 
     def normals_batch(self, photos, hws):
         import torch.nn.functional as F
 
-        return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0).cpu().numpy()
+        return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0)
                 for n in self._dense_batch("normal", photos, hws, keep_aspect=True, field="normals")]
 
     def pose(self, crops):
-        return self._forward("pose", crops).heatmaps.float().cpu().numpy()
+        return self._forward("pose", crops).heatmaps.float()  # stays on the device (pipeline decodes there)
 
 
 class Sapiens2Backend(SapiensTaskBackend):

@@ -10,7 +10,7 @@ import threading
 
 from . import devices
 from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress
-from .sapiens_pipeline import StageTimes, run_pipeline
+from .sapiens_pipeline import StageTimes, device_synchronizer, run_pipeline
 from .settings import SapiensSettings
 
 log = logging.getLogger(__name__)
@@ -18,6 +18,9 @@ log = logging.getLogger(__name__)
 
 class SapiensTaskBackend(Backend):
     batching = True  # analyze_batch stacks photos into one forward pass per task
+    #: last_times waits for the device at each stage boundary (exact per-stage times on a GPU,
+    #: without the overlap of host and device work; sapiens_pipeline.StageTimes)
+    exact_stage_times = False
     #: task names this family knows (a request may name only these)
     known_tasks: tuple[str, ...] = ("seg", "depth", "normal", "pose")
 
@@ -118,7 +121,8 @@ class SapiensTaskBackend(Backend):
         with self._lock:
             for options in options_list:
                 self._check_tasks(options)
-            self.last_times = StageTimes()
+            self.last_times = StageTimes(synchronize=device_synchronizer(self.placement.device)
+                                         if self.exact_stage_times else None)
             return run_pipeline(self._runner, images, options_list, progress_list, cancel_list,
                                 device=self.placement.device, times=self.last_times,
                                 detector=self.detector, no_detector_reason=self.no_detector_reason,

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..processing import depth_scale, heatmaps, instances, intrinsics, normals
+from ..processing import dense_torch, depth_scale, heatmaps, instances, intrinsics, normals
 from ..processing.goliath import FLIP_PAIRS, KEYPOINT_NAMES
 from .base import (
     AnalyzeOptions,
@@ -55,21 +55,39 @@ class TaskRunner(Protocol):
 
     def segment_batch(self, photos, hws) -> list: ...  # uint8 class ids [H,W]
 
+    # depth and normals: torch tensors on the model's device (or numpy arrays)
     def depth_batch(self, photos, hws) -> list: ...  # metric: points [H,W,3]; else relative depth [H,W]
 
     def normals_batch(self, photos, hws) -> list: ...  # unit vectors [H,W,3], model's own axes
 
-    def pose(self, crops) -> np.ndarray: ...  # heatmaps [N,K,h,w] for normalised crops
+    def pose(self, crops): ...  # heatmaps [N,K,h,w] for normalised crops: a tensor on the model's device
 
 
 @dataclass
 class StageTimes:
-    """Seconds per stage of the last analysis (for logs and the benchmark)."""
+    """Seconds per stage of the last analysis (for logs and the benchmark).
+
+    On a GPU, work is queued: a stage's clock stops before its kernels finish and the wait lands
+    in whichever later stage copies a result back. ``synchronize`` (e.g. torch.cuda.synchronize)
+    makes each stage wait for its own work: exact per-stage times, at the price of the overlap
+    of host and device work (the benchmark's per-image modes use it, its stream mode does not)."""
 
     seconds: dict = field(default_factory=dict)
+    synchronize: object = None
 
     def add(self, stage: str, start: float) -> None:
+        if self.synchronize is not None:
+            self.synchronize()
         self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+
+def device_synchronizer(device):
+    """A callable that waits for the queued work of ``device`` (None on the CPU: nothing queues)."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        return lambda: torch.cuda.synchronize(device)
+    return None
 
 
 def maps_grid(image: np.ndarray, max_side: int, device="cpu"):
@@ -139,14 +157,16 @@ def _batched(runner, method: str, photos: list[_Photo]) -> list:
 def run_pipeline(runner, images: list, options_list: list, progress_list: list | None = None,
                  cancel_list: list | None = None, device="cpu", times: StageTimes | None = None,
                  detector=None, no_detector_reason: str = "no person detector configured",
-                 depth_available: bool = True) -> list:
+                 depth_available: bool = True, queue_forwards: bool | None = None) -> list:
     """Maps dicts for ``images`` (same order); an entry is the exception when that photo failed or was
     cancelled. A failing forward pass fails the whole batch (raised).
 
     ``detector`` (person_detector.PersonDetector or None) splits the foreground into people and
     gives the pose boxes; without it (``no_detector_reason`` says why, in the notes) people are
     connected components. ``depth_available``: the runner can run depth, so normals asked for
-    without depth are still calibrated against it (the depth itself is then not returned)."""
+    without depth are still calibrated against it (the depth itself is then not returned).
+    ``queue_forwards``: run the depth and normal forwards before the segmentation's
+    post-processing (default: on an accelerator, where they then overlap with it)."""
     times = times if times is not None else StageTimes()
     n = len(images)
     photos = [_Photo(img, opt, (progress_list or [no_progress] * n)[i] or no_progress,
@@ -172,19 +192,34 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
 
     # The mask comes from the segmentation, so it always runs (even when "seg" is not asked for).
     live = _still_running(live)
-    _dense_stage(runner, live, "seg", "segment", "forward_seg", times, lambda p: "body-part segmentation",
-                 lambda p, parts: _after_segmentation(runner, p, parts, detector, no_detector_reason))
+    parts = _forward(runner, live, "seg", "segment", "forward_seg", times, lambda p: "body-part segmentation")
+    needs_depth = lambda p: "depth" in p.tasks or p.depth_for_normals  # noqa: E731
+    depth_message = lambda p: (("depth" if not runner.metric else "pointmap")  # noqa: E731
+                               + (" (to calibrate the normals)" if p.depth_for_normals else ""))
+    # The depth and normal forwards do not need the segmentation's post-processing. On an
+    # accelerator they are queued before it, so the device computes them while the host finds the
+    # people; on the CPU they wait for it (photos without people, or cancelled, skip them).
+    queued = str(device) != "cpu" if queue_forwards is None else queue_forwards
+    if queued:
+        points = _forward(runner, [p for p in live if needs_depth(p)], "depth", "depth", "forward_depth", times,
+                          depth_message)
+        predicted = _forward(runner, [p for p in live if "normal" in p.tasks], "normal", "normals",
+                             "forward_normal", times, lambda p: "surface normals")
+    _postprocess(live, parts, times, lambda p, out: _after_segmentation(runner, p, out, detector, no_detector_reason))
 
     live = [p for p in _still_running(live) if p.count > 0]
-    _dense_stage(runner, [p for p in live if "depth" in p.tasks or p.depth_for_normals], "depth", "depth",
-                 "forward_depth", times,
-                 lambda p: ("depth" if not runner.metric else "pointmap")
-                 + (" (to calibrate the normals)" if p.depth_for_normals else ""),
-                 lambda p, raw: _after_depth(runner, p, raw))
+    if not queued:
+        points = _forward(runner, [p for p in live if needs_depth(p)], "depth", "depth", "forward_depth", times,
+                          depth_message)
+    _postprocess([p for p in live if needs_depth(p)], points, times, lambda p, raw: _after_depth(runner, p, raw))
 
     live = _still_running(live)
-    _dense_stage(runner, [p for p in live if "normal" in p.tasks], "normal", "normals", "forward_normal", times,
-                 lambda p: "surface normals", lambda p, pred: _after_normals(runner, p, pred))
+    if not queued:
+        predicted = _forward(runner, [p for p in live if "normal" in p.tasks], "normal", "normals",
+                             "forward_normal", times, lambda p: "surface normals")
+    _postprocess([p for p in live if "normal" in p.tasks], predicted, times,
+                 lambda p, out: _after_normals(runner, p, out))
+    del points, predicted
 
     live = _still_running(live)
     pose_photos = [p for p in live if "pose" in p.tasks]
@@ -199,17 +234,22 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
     return [p.result for p in photos]
 
 
-def _dense_stage(runner, photos: list, step: str, head: str, timer: str, times, message, after) -> None:
-    """One dense head on ``photos``: their progress step, one batched forward, then ``after``
-    (post-processing) per photo; the forward and post-processing timed apart."""
+def _forward(runner, photos: list, step: str, head: str, timer: str, times, message) -> dict:
+    """One dense head on ``photos``: their progress step and one batched forward; its outputs by
+    photo (id), for the post-processing."""
     for p in photos:
         p.step(step, message(p))
     t0 = time.perf_counter()
     outputs = _batched(runner, head, photos) if photos else []
     times.add(timer, t0)
+    return {id(p): out for p, out in zip(photos, outputs)}
+
+
+def _postprocess(photos: list, outputs: dict, times, after) -> None:
+    """``after`` (post-processing) for each photo with its forward's output."""
     t0 = time.perf_counter()
-    for p, out in zip(photos, outputs):
-        after(p, out)
+    for p in photos:
+        after(p, outputs[id(p)])
     times.add("postprocess", t0)
 
 
@@ -252,17 +292,29 @@ def _after_segmentation(runner, p: _Photo, parts: np.ndarray, detector, no_detec
         p.result = _outputs(runner, p.grid, p.people, p.parts, p.normal, p.depth, None, p.k, p.keypoints,
                             p.agreement, p.notes)
         return
-    from scipy import ndimage
-
     p.fg = p.people > 0
-    inner = ndimage.binary_erosion(p.fg, iterations=FIT_EROSION_PX) if min(h, w) > 4 * FIT_EROSION_PX else p.fg
-    p.inner = p.fg if inner.sum() < intrinsics.MIN_FIT_POINTS else inner
+    if "depth" in p.tasks or "normal" in p.tasks:
+        _fit_masks(p)
+
+
+def _fit_masks(p: _Photo) -> None:
+    """The foreground and its inner part (without its border pixels: they mix person and
+    background depth) for the fits, on the maps' device (1 byte a pixel): the depth and normal
+    post-processing runs there (processing/dense_torch.py) and only the final maps come back.
+    Only photos that run depth or normals need them."""
+    import torch
+
+    h, w = p.fg.shape
+    p.fg_t = dense_torch.mask_tensor(p.fg, p.photo.device)
+    inner = dense_torch.erode(p.fg_t, FIT_EROSION_PX) if min(h, w) > 4 * FIT_EROSION_PX else p.fg_t
+    # decided on the device (no sync: the host goes on while queued forwards run)
+    p.inner_t = torch.where(inner.sum() < intrinsics.MIN_FIT_POINTS, p.fg_t, inner)
 
 
 def _after_depth(runner, p: _Photo, raw) -> None:
     if runner.metric:
-        points = np.asarray(raw, np.float32)
-        fitted, rms = intrinsics.fit_intrinsics(points, p.inner)
+        points = dense_torch.as_device_tensor(raw, p.photo.device)  # [H,W,3] camera-frame points
+        fitted, rms = dense_torch.fit_intrinsics(points, p.inner_t)
         if fitted is not None:
             p.k = fitted
             log.info("%s: intrinsics from the pointmap fx=%.1f fy=%.1f cx=%.1f cy=%.1f (rms %.2f px)",
@@ -271,9 +323,10 @@ def _after_depth(runner, p: _Photo, raw) -> None:
             p.notes.append("intrinsics: pointmap fit failed, default field of view used")
         p.points = points
         if not p.depth_for_normals:
-            p.depth = np.where(p.fg, points[..., 2], np.nan).astype(np.float32)
-            p.pointmap = np.where(p.fg[..., None], points, np.nan).astype(np.float32)
+            p.pointmap = dense_torch.masked_to_host(points, p.fg_t)
+            p.depth = np.ascontiguousarray(p.pointmap[..., 2])
     else:
+        raw = raw.cpu().numpy() if hasattr(raw, "cpu") else raw  # percentiles: on the host
         depth = depth_scale.relative_depth_to_z(raw, p.people, float(p.k[1, 1]))
         p.points = _points_from_depth(depth, p.k)
         if not p.depth_for_normals:
@@ -288,9 +341,12 @@ def _after_normals(runner, p: _Photo, predicted: np.ndarray) -> None:
     convention = np.asarray(runner.normal_signs, np.float32)
     signs = convention
     why = "no depth model to check them against"
+    predicted = dense_torch.as_device_tensor(predicted, p.photo.device)  # [H,W,3]
     if p.points is not None:
-        reference = normals.normals_from_points(p.points, p.inner)
-        cal = normals.calibrate_normal_signs(predicted * convention, reference, p.inner)
+        reference = dense_torch.normals_from_points(dense_torch.as_device_tensor(p.points, predicted.device),
+                                                    p.inner_t)
+        cal = dense_torch.calibrate_normal_signs(predicted * _on(convention, predicted), reference, p.inner_t)
+        del reference
         log.info("%s: %s", runner.source, cal.describe())
         p.notes.append(cal.describe())
         if cal.pixels >= normals.MIN_CALIBRATION_PIXELS:
@@ -301,7 +357,13 @@ def _after_normals(runner, p: _Photo, predicted: np.ndarray) -> None:
         p.notes.append(f"normals NOT calibrated ({why}): the model's axes taken with the fixed "
                        f"convention {normals.describe_signs(convention)}")
     p.signs = tuple(float(v) for v in signs)
-    p.normal = np.where(p.fg[..., None], predicted * signs, np.nan).astype(np.float32)
+    p.normal = dense_torch.masked_to_host(predicted * _on(signs, predicted), p.fg_t)
+
+
+def _on(values, like):
+    import torch
+
+    return torch.as_tensor(np.asarray(values, np.float32), device=like.device)
 
 
 def _pose(runner, photos: list[_Photo], times: StageTimes) -> None:
@@ -339,15 +401,21 @@ def _pose(runner, photos: list[_Photo], times: StageTimes) -> None:
     for start in range(0, len(owners), POSE_BATCH):
         sl = slice(start, start + POSE_BATCH)
         t0 = time.perf_counter()
-        hm = runner.pose(crops[sl])
-        if any(photos[i].options.flip_test for i, _ in owners[sl]):
-            flipped = heatmaps.flip_back(runner.pose(crops[sl].flip(-1)), FLIP_PAIRS)
-            use = np.asarray([photos[i].options.flip_test for i, _ in owners[sl]])[:, None, None, None]
-            hm = np.where(use, 0.5 * (hm + flipped), hm)
+        # Heatmaps stay on the model's device (308 maps of 256x192 per person): the flip-back,
+        # the averaging and the decoding run there, and only the keypoints come back.
+        hm = torch.as_tensor(runner.pose(crops[sl]))
+        flip = [photos[i].options.flip_test for i, _ in owners[sl]]
+        if any(flip):
+            flipped = heatmaps.flip_back_torch(torch.as_tensor(runner.pose(crops[sl].flip(-1))), FLIP_PAIRS)
+            averaged = 0.5 * (hm + flipped)
+            hm = averaged if all(flip) else torch.where(
+                torch.as_tensor(flip, device=hm.device)[:, None, None, None], averaged, hm)
+            del flipped, averaged
         times.add("forward_pose", t0)
         t0 = time.perf_counter()
-        xy, score = heatmaps.decode_heatmaps(hm)
+        xy, score = heatmaps.decode_heatmaps_torch(hm)
         xy_img = heatmaps.heatmap_to_image(xy, centres[sl], sizes[sl], hm.shape[-2:])
+        del hm
         # photo pixel-index -> canonical (pixel centres at +0.5) -> maps grid
         xy_img = (xy_img + 0.5) / to_grid[sl][:, None, :]
         xy_img[score <= 0] = 0.0
@@ -377,22 +445,22 @@ def _source(name: str, agreement: float, signs) -> str:
 
 def _outputs(runner, grid, people, parts, normal, depth, pointmap, k, keypoints, agreement, notes,
              signs=None) -> dict:
-    out = {
+    out = {  # the arrays are this photo's own: no copies when they already have the right type
         "image": grid,
-        "mask": people.astype(np.uint8),
-        "parts": parts.astype(np.uint8),
+        "mask": people.astype(np.uint8, copy=False),
+        "parts": parts.astype(np.uint8, copy=False),
         "part_names": np.asarray(runner.part_names, dtype=object),
-        "normal": normal.astype(np.float32),
-        "depth": depth.astype(np.float32),
+        "normal": normal.astype(np.float32, copy=False),
+        "depth": depth.astype(np.float32, copy=False),
         "metric": np.asarray([bool(runner.metric)]),
         "intrinsics": np.asarray(k, np.float32),
-        "keypoints": keypoints.astype(np.float32),
+        "keypoints": keypoints.astype(np.float32, copy=False),
         "source": np.asarray([_source(runner.source, agreement, signs)], dtype=object),
         # Optional diagnostics (base.OPTIONAL_OUTPUTS); clients keep them in Maps.extras.
         "normal_agreement_deg": np.asarray([agreement], np.float32),
         "notes": np.asarray(["; ".join(notes)], dtype=object),
     }
     if pointmap is not None:
-        out["pointmap"] = pointmap.astype(np.float32)
+        out["pointmap"] = pointmap.astype(np.float32, copy=False)
     return out
 

@@ -122,25 +122,27 @@ class Sapiens1Runner:
         return [to_photo_grid(out[i:i + 1], plan, hw) for i, (plan, hw) in enumerate(zip(plans, hws))]
 
     def segment_batch(self, photos, hws):
+        from ..processing.resize_pad import class_labels
+
         out = []
         for logits in self._dense_batch("seg", photos, hws):
             if logits.shape[1] == 1:  # single-channel foreground model: sigmoid > 0.3 as the lite demo
                 out.append((logits[0, 0].sigmoid() > 0.3).cpu().numpy().astype(np.uint8))
             else:
-                out.append(logits.argmax(1)[0].cpu().numpy().astype(np.uint8))
+                out.append(class_labels(logits))
         return out
 
+    # Depth and normals stay on the device (the pipeline post-processes them there).
     def depth_batch(self, photos, hws):
-        return [d[0, 0].cpu().numpy() for d in self._dense_batch("depth", photos, hws)]
+        return [d[0, 0] for d in self._dense_batch("depth", photos, hws)]
 
     def normals_batch(self, photos, hws):
         import torch.nn.functional as F
 
-        return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0).cpu().numpy()
-                for n in self._dense_batch("normal", photos, hws)]
+        return [F.normalize(n, dim=1, eps=1e-8)[0].permute(1, 2, 0) for n in self._dense_batch("normal", photos, hws)]
 
     def pose(self, crops):
-        return self._forward("pose", crops).cpu().numpy()
+        return self._forward("pose", crops)  # stays on the device (the pipeline decodes there)
 
 
 class Sapiens1Backend(SapiensTaskBackend):

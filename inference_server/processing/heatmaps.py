@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Top-down pose geometry and heatmap decoding (numpy + scipy.ndimage, no torch).
+"""Top-down pose geometry and heatmap decoding: numpy + scipy.ndimage (the reference), and the
+same decoding in torch on the model's device (``*_torch``; torch is imported only there).
 
 Coordinates here are *pixel-index* coordinates (pixel centres at integers), the UDP convention the
 Sapiens pose models are trained with. The canonical maps put pixel centres at +0.5; the caller adds
@@ -35,12 +36,7 @@ def crop_params(boxes_xyxy: np.ndarray, aspect_wh: float, padding: float = CROP_
 def gaussian_blur_keep_max(heatmaps: np.ndarray, kernel: int = BLUR_KERNEL) -> np.ndarray:
     """Separable Gaussian blur of [..., H, W] maps with zero borders, rescaled so each map keeps its
     original maximum (cv2.GaussianBlur's sigma rule for ``sigma=0``)."""
-    if kernel % 2 == 0 or kernel <= 1:
-        raise ValueError("blur kernel must be an odd integer > 1")
-    sigma = 0.3 * ((kernel - 1) * 0.5 - 1) + 0.8
-    half = kernel // 2
-    taps = np.exp(-0.5 * (np.arange(-half, half + 1) / sigma) ** 2)
-    taps /= taps.sum()
+    taps = _blur_taps(kernel)
     from scipy.ndimage import correlate1d
 
     hm = np.asarray(heatmaps, np.float64)
@@ -58,25 +54,37 @@ def decode_heatmaps(heatmaps: np.ndarray, kernel: int = BLUR_KERNEL):
 
     Score is the raw heatmap maximum (the models' confidence); a map whose maximum is <= 0 gives
     location (-1, -1). Refinement: one Newton step of the log of the blurred heatmap around the
-    argmax (DARK), which is exact for a Gaussian peak.
+    argmax (DARK), which is exact for a Gaussian peak. numpy in float64: the reference for
+    :func:`decode_heatmaps_torch`, which the pipeline runs on the model's device.
     """
     hm = np.asarray(heatmaps, np.float64)
     n, k, h, w = hm.shape
     flat = hm.reshape(n, k, -1)
     score = flat.max(-1)
     idx = flat.argmax(-1)
-    xy = np.stack([idx % w, idx // w], -1).astype(np.float64)
     if h < 3 or w < 3:
-        return np.where(score[..., None] > 0, xy, -1.0).astype(np.float32), score.astype(np.float32)
+        return _no_refinement(idx, score, w)
+    blurred = gaussian_blur_keep_max(hm, kernel)
+    ys, xs = np.divmod(idx, w)
+    rows = np.clip(ys[..., None, None] + np.arange(-1, 2)[:, None], 0, h - 1)  # edge padding
+    cols = np.clip(xs[..., None, None] + np.arange(-1, 2)[None, :], 0, w - 1)
+    patch = np.take_along_axis(blurred.reshape(n, k, -1), (rows * w + cols).reshape(n, k, 9), -1)
+    return _refine(idx, score, patch.reshape(n, k, 3, 3), w)
 
-    logs = np.log(np.clip(gaussian_blur_keep_max(hm, kernel), 1e-3, 50.0))
-    padded = np.pad(logs, [(0, 0), (0, 0), (1, 1), (1, 1)], mode="edge")
-    xi = xy[..., 0].astype(np.int64) + 1
-    yi = xy[..., 1].astype(np.int64) + 1
-    ni, ki = np.meshgrid(np.arange(n), np.arange(k), indexing="ij")
+
+def _no_refinement(idx, score, w):
+    xy = np.stack([idx % w, idx // w], -1).astype(np.float64)
+    return np.where(score[..., None] > 0, xy, -1.0).astype(np.float32), np.asarray(score, np.float32)
+
+
+def _refine(idx: np.ndarray, score: np.ndarray, patch: np.ndarray, w: int):
+    """The DARK step from the blurred (max-kept) heatmap's 3x3 patch [N,K,3,3] around each argmax
+    (edge-replicated at the borders), in float64."""
+    xy = np.stack([idx % w, idx // w], -1).astype(np.float64)
+    logs = np.log(np.clip(np.asarray(patch, np.float64), 1e-3, 50.0))
 
     def at(dy, dx):
-        return padded[ni, ki, yi + dy, xi + dx]
+        return logs[..., 1 + dy, 1 + dx]
 
     c = at(0, 0)
     gx = 0.5 * (at(0, 1) - at(0, -1))
@@ -96,7 +104,79 @@ def decode_heatmaps(heatmaps: np.ndarray, kernel: int = BLUR_KERNEL):
     step_ok = (np.abs(dx) <= 1.0) & (np.abs(dy) <= 1.0)
     refined = xy - np.where(step_ok[..., None], np.stack([dx, dy], -1), 0.0)
     refined = np.where(score[..., None] > 0, refined, -1.0)
-    return refined.astype(np.float32), score.astype(np.float32)
+    return refined.astype(np.float32), np.asarray(score, np.float32)
+
+
+def _blur_taps(kernel: int) -> np.ndarray:
+    if kernel % 2 == 0 or kernel <= 1:
+        raise ValueError("blur kernel must be an odd integer > 1")
+    sigma = 0.3 * ((kernel - 1) * 0.5 - 1) + 0.8  # cv2.GaussianBlur's rule for sigma=0
+    half = kernel // 2
+    taps = np.exp(-0.5 * (np.arange(-half, half + 1) / sigma) ** 2)
+    return taps / taps.sum()
+
+
+def _blur_torch(hm, kernel: int, banded: bool | None = None):
+    """Separable zero-border Gaussian blur of float32 [..., H, W] on hm's device, in plain float32
+    arithmetic. CPU: one banded (Toeplitz) matrix per axis, two matmuls (MKL, several times faster
+    than a depthwise convolution). Elsewhere: shifted multiply-adds, which a GPU does in well
+    under a millisecond and which, unlike cuDNN convolutions or matmuls, never run in TF32."""
+    import torch
+
+    weights = _blur_taps(kernel)
+    half = kernel // 2
+    h, w = hm.shape[-2:]
+    if banded if banded is not None else hm.device.type == "cpu":
+        def band(size):
+            i = torch.arange(size, device=hm.device)
+            offset = i[:, None] - i[None, :]  # [src, dst] = taps[src - dst + half]: zero borders
+            taps = torch.as_tensor(weights, dtype=torch.float32, device=hm.device)
+            return torch.where(offset.abs() <= half, taps[(offset + half).clamp(0, kernel - 1)], 0.0)
+
+        return band(h).T @ (hm @ band(w))
+    out = torch.zeros_like(hm)
+    padded = torch.nn.functional.pad(hm, (half, half))
+    for t in range(kernel):
+        out.add_(padded[..., t:t + w], alpha=float(weights[t]))  # host floats: no device syncs
+    rows = torch.zeros_like(hm)
+    padded = torch.nn.functional.pad(out, (0, 0, half, half))
+    for t in range(kernel):
+        rows.add_(padded[..., t:t + h, :], alpha=float(weights[t]))
+    return rows
+
+
+def decode_heatmaps_torch(heatmaps, kernel: int = BLUR_KERNEL):
+    """:func:`decode_heatmaps` for a torch tensor [N,K,H,W], run where the tensor lives (the GPU):
+    argmax, the max-keeping blur and the 3x3 patches there, then only [N,K,12] numbers come to
+    the host for the Newton step (float64, shared with the numpy decoder). The blur runs in
+    float32 (numpy: float64): keypoints agree to ~1e-5 heatmap pixels."""
+    import torch
+
+    with torch.inference_mode():
+        return _decode_torch(heatmaps.float(), kernel)
+
+
+def _decode_torch(hm, kernel: int):
+    import torch
+
+    n, k, h, w = hm.shape
+    flat = hm.reshape(n, k, -1)
+    idx = flat.argmax(-1)
+    score = flat.gather(-1, idx[..., None])
+    if h < 3 or w < 3:
+        small = torch.cat([score, idx[..., None].float()], -1).cpu().numpy()
+        return _no_refinement(small[..., 1].astype(np.int64), small[..., 0].astype(np.float64), w)
+    blurred = _blur_torch(hm, kernel).reshape(n, k, -1)
+    new_max = blurred.amax(-1, keepdim=True)
+    steps = torch.arange(-1, 2, device=hm.device)
+    rows = ((idx // w)[..., None, None] + steps[:, None]).clamp(0, h - 1)
+    cols = ((idx % w)[..., None, None] + steps[None, :]).clamp(0, w - 1)
+    patch = blurred.gather(-1, (rows * w + cols).reshape(n, k, 9))
+    # one small copy (and one sync): score, argmax (exact in float32 below 2**24 pixels), max, patch
+    small = torch.cat([score, idx[..., None].float(), new_max, patch], -1).cpu().numpy().astype(np.float64)
+    score, idx, new_max, patch = small[..., 0], small[..., 1].astype(np.int64), small[..., 2], small[..., 3:]
+    scale = np.where(new_max > 0, score / np.where(new_max > 0, new_max, 1.0), 1.0)
+    return _refine(idx, score, (patch * scale[..., None]).reshape(n, k, 3, 3), w)
 
 
 def heatmap_to_image(xy_heatmap: np.ndarray, centre: np.ndarray, size: np.ndarray, heatmap_hw) -> np.ndarray:
@@ -125,6 +205,18 @@ def flip_back(heatmaps_of_flipped: np.ndarray, flip_pairs) -> np.ndarray:
     out[:, left] = hm[:, right]
     out[:, right] = hm[:, left]
     return out
+
+
+def flip_back_torch(heatmaps_of_flipped, flip_pairs):
+    """:func:`flip_back` for a torch tensor, on its device."""
+    import torch
+
+    k = heatmaps_of_flipped.shape[1]
+    partner = np.arange(k)
+    pairs = np.asarray(flip_pairs, np.int64).reshape(-1, 2)
+    partner[pairs[:, 0]], partner[pairs[:, 1]] = pairs[:, 1], pairs[:, 0]
+    index = torch.as_tensor(partner, device=heatmaps_of_flipped.device)
+    return heatmaps_of_flipped.flip(-1).index_select(1, index)
 
 
 def gaussian_heatmap(hw, centre_xy, sigma: float = 2.0) -> np.ndarray:

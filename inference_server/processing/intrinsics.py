@@ -25,31 +25,47 @@ def fit_intrinsics(pointmap: np.ndarray, valid: np.ndarray | None = None):
     """Least-squares K from camera-frame points [H,W,3]: u = fx * X/Z + cx, v = fy * Y/Z + cy.
 
     Returns (K float32 [3,3], rms reprojection error in pixels) or (None, nan) when there are too
-    few usable points or no spread to fit a focal length.
+    few usable points or no spread to fit a focal length. Each axis is a line fit, solved in
+    closed form (centred normal equations, float64): the same solution as a general least-squares
+    solver, in a few passes over the masked pixels instead of a copy of the whole pointmap.
     """
-    pts = np.asarray(pointmap, np.float64)
-    h, w = pts.shape[:2]
-    z = pts[..., 2]
-    ok = np.isfinite(pts).all(-1) & (z > 1e-6)
+    pts = np.asarray(pointmap)
+    if pts.dtype not in (np.float32, np.float64):
+        pts = pts.astype(np.float64)
+    x, y, z = pts[..., 0], pts[..., 1], pts[..., 2]
+    with np.errstate(invalid="ignore"):
+        ok = (z > 1e-6) & np.isfinite(z) & np.isfinite(x) & np.isfinite(y)  # NaN > 1e-6 is False
     if valid is not None:
         ok &= np.asarray(valid, bool)
-    if ok.sum() < MIN_FIT_POINTS:
+    if np.count_nonzero(ok) < MIN_FIT_POINTS:
         return None, float("nan")
     rows, cols = np.nonzero(ok)
-    a = pts[rows, cols, 0] / z[rows, cols]
-    b = pts[rows, cols, 1] / z[rows, cols]
-    u = cols + 0.5
-    v = rows + 0.5
+    z_ok = z[ok].astype(np.float64)
     fits = []
-    for ray, pix in ((a, u), (b, v)):
-        if np.std(ray) < 1e-6:
+    for ray, pix in ((x[ok] / z_ok, cols + 0.5), (y[ok] / z_ok, rows + 0.5)):
+        fit = _line_fit(ray, pix)
+        if fit is None:
             return None, float("nan")
-        design = np.stack([ray, np.ones_like(ray)], -1)
-        (f, c), *_ = np.linalg.lstsq(design, pix, rcond=None)
-        fits.append((f, c, pix - (f * ray + c)))
-    (fx, cx, ru), (fy, cy, rv) = fits
+        fits.append(fit)
+    (fx, cx, ru2), (fy, cy, rv2) = fits
     if not (fx > 0 and fy > 0):
         return None, float("nan")
-    rms = float(np.sqrt(np.mean(ru**2 + rv**2)))
+    rms = float(np.sqrt((ru2 + rv2) / len(rows)))
     k = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]], np.float32)
     return k, rms
+
+
+def _line_fit(ray: np.ndarray, pix: np.ndarray):
+    """(slope, intercept, sum of squared residuals) of pix ~ slope * ray + intercept; None when
+    ray has no spread (std < 1e-6)."""
+    n = len(ray)
+    mean_ray = ray.mean()
+    centred = ray - mean_ray
+    spread = float(centred @ centred)
+    if np.sqrt(spread / n) < 1e-6:
+        return None
+    mean_pix = pix.mean()
+    slope = float(centred @ pix) / spread  # sum(centred) = 0: no need to centre pix
+    intercept = mean_pix - slope * mean_ray
+    resid = pix - (slope * ray + intercept)
+    return slope, float(intercept), float(resid @ resid)

@@ -44,21 +44,26 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
 def normals_from_points(points: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
     """Camera-facing unit normals [H,W,3] of a camera-frame point grid by central differences;
     NaN where a neighbour is missing. With x right and y down, dP/du x dP/dv points away from
-    the camera, so the normal is its negation."""
+    the camera, so the normal is its negation. (Per coordinate plane, float32: the arithmetic of
+    ``-np.cross`` and :func:`normalize`, without their [H,W,3] temporaries.)"""
     p = np.asarray(points, np.float32)
     h, w = p.shape[:2]
-    ok = np.isfinite(p).all(-1)
-    if valid is not None:
-        ok &= np.asarray(valid, bool)
     out = np.full((h, w, 3), np.nan, np.float32)
     if h < 3 or w < 3:
         return out
-    du = p[1:-1, 2:] - p[1:-1, :-2]
-    dv = p[2:, 1:-1] - p[:-2, 1:-1]
-    n = -np.cross(du, dv)
+    px, py, pz = (np.ascontiguousarray(p[..., i]) for i in range(3))
+    ok = _finite_vectors(p)
+    if valid is not None:
+        ok &= np.asarray(valid, bool)
     inner = ok[1:-1, 1:-1] & ok[1:-1, 2:] & ok[1:-1, :-2] & ok[2:, 1:-1] & ok[:-2, 1:-1]
-    n[~inner] = np.nan
-    out[1:-1, 1:-1] = normalize(n)
+    du = [c[1:-1, 2:] - c[1:-1, :-2] for c in (px, py, pz)]
+    dv = [c[2:, 1:-1] - c[:-2, 1:-1] for c in (px, py, pz)]
+    n = [dv[1] * du[2] - dv[2] * du[1], dv[2] * du[0] - dv[0] * du[2], dv[0] * du[1] - dv[1] * du[0]]
+    norm = np.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
+    keep = inner & np.isfinite(norm) & (norm >= 1e-12)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for i in range(3):
+            out[1:-1, 1:-1, i] = np.where(keep, n[i] / norm, np.nan)
     return out
 
 
@@ -86,6 +91,10 @@ def describe_signs(signs) -> str:
     return "(" + ", ".join(("-" if v < 0 else "") + a for a, v in zip("xyz", signs)) + ")"
 
 
+def _finite_vectors(v: np.ndarray) -> np.ndarray:
+    return np.isfinite(v[..., 0]) & np.isfinite(v[..., 1]) & np.isfinite(v[..., 2])
+
+
 def _mean_angle(dots: np.ndarray) -> float:
     return float(np.degrees(np.arccos(np.clip(dots, -1.0, 1.0))).mean())
 
@@ -95,19 +104,21 @@ def calibrate_normal_signs(predicted: np.ndarray, reference: np.ndarray,
     """Choose the axis sign flips (of 8) that best align ``predicted`` with ``reference`` normals."""
     pred = np.asarray(predicted, np.float32)
     ref = np.asarray(reference, np.float32)
-    ok = np.isfinite(pred).all(-1) & np.isfinite(ref).all(-1)
+    ok = _finite_vectors(pred) & _finite_vectors(ref)
     if valid is not None:
         ok &= np.asarray(valid, bool)
-    count = int(ok.sum())
+    count = int(np.count_nonzero(ok))
     if count < MIN_CALIBRATION_PIXELS:
         return NormalCalibration((1.0, 1.0, 1.0), float("nan"), float("nan"), count)
-    a = pred[ok].astype(np.float64)
-    b = ref[ok].astype(np.float64)
-    per_axis = (a * b).mean(0)  # E[a_i b_i]; the mean dot for signs s is sum_i s_i * per_axis_i
+    products = pred[ok].astype(np.float64)
+    products *= ref[ok]  # a_i * b_i per pixel and axis
+    # E[a_i b_i] (a matrix product: numpy's reductions over a length-3 axis are slow); the mean
+    # dot for signs s is sum_i s_i * per_axis_i
+    per_axis = np.full(count, 1.0 / count) @ products
     identity = float(per_axis.sum())
     best = max(itertools.product((1.0, -1.0), repeat=3), key=lambda s: float(np.dot(s, per_axis)))
     if float(np.dot(best, per_axis)) - identity < MIN_COSINE_GAIN:
         best = (1.0, 1.0, 1.0)
-    before = _mean_angle((a * b).sum(-1))
-    after = _mean_angle((a * np.asarray(best) * b).sum(-1))
+    before = _mean_angle(products @ np.ones(3))
+    after = before if best == (1.0, 1.0, 1.0) else _mean_angle(products @ np.asarray(best))
     return NormalCalibration(tuple(best), after, before, count)

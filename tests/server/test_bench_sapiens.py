@@ -28,3 +28,19 @@ def test_tiny_benchmark_runs_every_mode(tmp_path, monkeypatch, capsys):
     assert results["baseline"]["placement"] == "cpu fp32" and "batch 2" in results["stream"]["placement"]
     assert "| stream |" in capsys.readouterr().out
     sys.modules.pop("bench_sapiens", None)
+
+
+def test_post_processing_benchmark_compares_both_paths(tmp_path, monkeypatch, capsys):
+    """benchmarks/bench_sapiens_post.py: the previous host path and the current one on the same
+    outputs (it asserts that their keypoints agree), small photo, one repeat."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import bench_sapiens_post
+
+    out = tmp_path / "post.json"
+    assert bench_sapiens_post.main(["--photo", "96x72", "--repeats", "1", "--foreground", "person",
+                                    "--device", "cpu", "--json", str(out)]) == 0
+    seconds = json.loads(out.read_text())["seconds"]
+    assert set(seconds) == {"before", "now"}
+    assert all(seconds[p][s] > 0 for p in seconds for s in bench_sapiens_post.STAGES)
+    assert "| before / now |" in capsys.readouterr().out
+    sys.modules.pop("bench_sapiens_post", None)

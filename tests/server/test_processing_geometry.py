@@ -150,3 +150,89 @@ def test_relative_depth_scaling_is_human_sized():
     assert np.nanmedian(z) == pytest.approx(d0, abs=0.02)
     assert np.nanmax(z) - np.nanmin(z) == pytest.approx(depth_scale.RELIEF_M, abs=0.01)
     assert z[150, 50] > z[40, 50]  # larger relative value = farther
+
+
+def _noisy_bumpy_plane(rng, h=120, w=90):
+    pts = tilted_plane(h, w)
+    yy, xx = np.mgrid[0:h, 0:w]
+    pts[..., 2] += 0.3 * np.exp(-((xx - w / 2) ** 2 + (yy - h / 2) ** 2) / 400.0)
+    pts += rng.normal(0, 0.002, pts.shape).astype(np.float32)
+    pts[10:14, 5:40] = np.nan  # holes, as a pointmap outside the person may have
+    pts[3, 3, 1] = np.inf
+    return pts
+
+
+def test_device_dense_post_processing_equals_the_numpy_functions():
+    """The pipeline runs the intrinsics fit, the depth-derived normals and the sign calibration as
+    torch on the maps' device (processing/dense_torch.py): same numbers as the numpy functions."""
+    from inference_server.processing import dense_torch
+
+    rng = np.random.default_rng(3)
+    pts = _noisy_bumpy_plane(rng)
+    valid = rng.random(pts.shape[:2]) > 0.2
+    pts_t, valid_t = torch.from_numpy(pts), torch.from_numpy(valid)
+    for mask, mask_t in ((None, None), (valid, valid_t)):
+        k, rms = intrinsics.fit_intrinsics(pts, mask)
+        k_t, rms_t = dense_torch.fit_intrinsics(pts_t, mask_t)
+        assert np.allclose(k_t, k, rtol=1e-6) and rms_t == pytest.approx(rms, rel=1e-6)
+        ref = normals.normals_from_points(pts, mask)
+        ref_t = dense_torch.normals_from_points(pts_t, mask_t).numpy()
+        assert np.array_equal(np.isnan(ref), np.isnan(ref_t)) and np.nanmax(np.abs(ref - ref_t)) < 1e-6
+    predicted = normals.normalize(ref * np.float32([1, -1, -1]) + rng.normal(0, 0.1, ref.shape).astype(np.float32))
+    for flip in ((1, 1, 1), (1, -1, -1)):
+        pred = predicted * np.float32(flip)
+        cal = normals.calibrate_normal_signs(pred, ref, valid)
+        cal_t = dense_torch.calibrate_normal_signs(torch.from_numpy(pred), torch.from_numpy(ref), valid_t)
+        assert cal_t.signs == cal.signs and cal_t.pixels == cal.pixels
+        assert cal_t.agreement_deg == pytest.approx(cal.agreement_deg, abs=1e-9)
+        assert cal_t.before_deg == pytest.approx(cal.before_deg, abs=1e-9)
+    few = dense_torch.calibrate_normal_signs(torch.from_numpy(pred), torch.from_numpy(ref),
+                                             torch.zeros(valid.shape, dtype=torch.bool))
+    assert few.pixels == 0 and few.signs == (1.0, 1.0, 1.0)
+
+
+def test_device_intrinsics_fit_refuses_what_the_numpy_fit_refuses():
+    from inference_server.processing import dense_torch
+
+    flat = np.zeros((20, 20, 3), np.float32)
+    flat[..., 2] = 2.0
+    assert dense_torch.fit_intrinsics(torch.from_numpy(flat))[0] is None  # no spread of X/Z
+    assert dense_torch.fit_intrinsics(torch.full((4, 4, 3), float("nan")))[0] is None
+    behind = tilted_plane()
+    behind[..., 2] *= -1  # nothing in front of the camera
+    assert dense_torch.fit_intrinsics(torch.from_numpy(behind))[0] is None
+    assert intrinsics.fit_intrinsics(behind)[0] is None
+
+
+def test_masked_maps_come_back_as_float32_with_nan_outside():
+    from inference_server.processing import dense_torch
+
+    values = torch.arange(24, dtype=torch.float32).reshape(2, 4, 3)
+    mask = torch.tensor([[True, False, True, False], [False, False, True, True]])
+    out = dense_torch.masked_to_host(values, mask)
+    assert out.dtype == np.float32 and out.shape == (2, 4, 3)
+    assert np.isnan(out[0, 1]).all() and np.array_equal(out[0, 0], [0, 1, 2])
+    assert np.isnan(dense_torch.masked_to_host(values[..., 0], mask)[1, 0])
+
+
+def test_class_labels_are_the_argmax_as_uint8():
+    from inference_server.processing.resize_pad import class_labels
+
+    logits = torch.randn(1, 29, 40, 30, generator=torch.Generator().manual_seed(0))
+    logits[0, :, 0, 0] = 1.0  # a tie: the first class wins, as torch's argmax says
+    labels = class_labels(logits)
+    assert labels.dtype == np.uint8 and labels.shape == (40, 30)
+    assert np.array_equal(labels, logits[0].argmax(0).numpy()) and labels[0, 0] == 0
+
+
+def test_device_erosion_equals_scipy_binary_erosion():
+    from scipy import ndimage
+
+    from inference_server.processing import dense_torch
+
+    rng = np.random.default_rng(8)
+    mask = ndimage.binary_dilation(rng.random((50, 40)) > 0.93, iterations=2)
+    mask[:, :6] = True  # touching the image border: outside counts as background
+    for iterations in (1, 2, 3):
+        ours = dense_torch.erode(torch.from_numpy(mask), iterations).numpy()
+        assert np.array_equal(ours, ndimage.binary_erosion(mask, iterations=iterations))

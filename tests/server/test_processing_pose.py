@@ -137,3 +137,61 @@ def test_crop_geometry_matches_transformers_reference(reference):
     ours = crop_people(photo, ref_c.numpy(), ref_s.numpy(), (64, 48), (0, 0, 0), (1, 1, 1))
     ref = reference.crop_and_resize(photo[0], torch.cat([ref_c, ref_s], -1), output_size=(64, 48), padding=1.0)
     assert torch.allclose(ours, ref, atol=1e-3)
+
+
+def _peaked_random_heatmaps(rng, shape):
+    """Uniform noise with one Gaussian peak per map (anywhere, borders included), float32."""
+    n, k, h, w = shape
+    hm = rng.random(shape).astype(np.float32) * 0.3
+    for i in range(n):
+        for j in range(k):
+            hm[i, j] += heatmaps.gaussian_heatmap((h, w), rng.uniform(0, [w - 1, h - 1]), rng.uniform(1.5, 4))
+    hm[0, 0] = 0.0  # an absent keypoint
+    return hm
+
+
+@pytest.mark.parametrize("banded", [True, False], ids=["cpu-matmul-blur", "shifted-add-blur"])
+def test_device_blur_equals_the_numpy_reference_blur(banded):
+    rng = np.random.default_rng(5)
+    hm = rng.random((2, 7, 40, 29)).astype(np.float32)
+    from scipy.ndimage import correlate1d
+
+    taps = heatmaps._blur_taps(11)
+    ref = correlate1d(correlate1d(hm.astype(np.float64), taps, axis=-1, mode="constant"), taps, axis=-2,
+                      mode="constant")
+    ours = heatmaps._blur_torch(torch.from_numpy(hm), 11, banded=banded).numpy()
+    assert np.abs(ours - ref).max() < 1e-6
+
+
+@pytest.mark.parametrize("banded", [None, False], ids=["cpu-matmul-blur", "shifted-add-blur"])
+def test_device_decode_equals_the_host_decode(monkeypatch, banded):
+    """The pipeline decodes on the model's device; it must give the numpy decoder's keypoints."""
+    rng = np.random.default_rng(11)
+    hm = _peaked_random_heatmaps(rng, (3, 24, 64, 48))
+    hm[1] = rng.random(hm[1].shape)  # pure noise maps: peaks that are not Gaussian-like
+    if banded is not None:  # the GPU's blur, checked on the CPU
+        blur = heatmaps._blur_torch
+        monkeypatch.setattr(heatmaps, "_blur_torch", lambda t, k: blur(t, k, banded=banded))
+    ref_xy, ref_score = heatmaps.decode_heatmaps(hm)
+    xy, score = heatmaps.decode_heatmaps_torch(torch.from_numpy(hm))
+    assert np.array_equal(score, ref_score)
+    assert np.all(xy[0, 0] == -1)
+    assert np.abs(xy - ref_xy).max() < 1e-4
+
+
+def test_device_decode_of_tiny_maps_and_full_size_maps():
+    rng = np.random.default_rng(2)
+    tiny = rng.random((1, 3, 2, 5)).astype(np.float32)
+    assert all(np.array_equal(a, b) for a, b in zip(heatmaps.decode_heatmaps(tiny),
+                                                    heatmaps.decode_heatmaps_torch(torch.from_numpy(tiny))))
+    full = _peaked_random_heatmaps(rng, (1, 16, 256, 192))  # the released models' heatmap size
+    ref_xy, _ = heatmaps.decode_heatmaps(full)
+    xy, _ = heatmaps.decode_heatmaps_torch(torch.from_numpy(full))
+    assert np.abs(xy - ref_xy).max() < 1e-4
+
+
+def test_device_flip_back_equals_the_host_flip_back():
+    rng = np.random.default_rng(4)
+    hm = rng.random((2, 308, 8, 6)).astype(np.float32)
+    assert np.array_equal(heatmaps.flip_back_torch(torch.from_numpy(hm), FLIP_PAIRS).numpy(),
+                          heatmaps.flip_back(hm, FLIP_PAIRS))

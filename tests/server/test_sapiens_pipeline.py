@@ -152,3 +152,59 @@ def test_pose_crops_come_from_the_original_photo_not_the_maps_grid():
         for channel, (x, y) in spots.items():
             got = kp[person - 1, channel]
             assert np.hypot(got[0] - (x + 0.5), got[1] - (y + 0.5)) < 0.25, (person, channel, got)
+
+
+class CountingRunner(SyntheticRunner):
+    """Records how many photos each dense forward got."""
+
+    def __init__(self):
+        self.batches = []
+
+    def depth_batch(self, photos, hws):
+        self.batches.append(("depth", len(photos)))
+        return [torch.from_numpy(d) for d in super().depth_batch(photos, hws)]  # as the GPU runners: tensors
+
+    def normals_batch(self, photos, hws):
+        self.batches.append(("normal", len(photos)))
+        return [torch.from_numpy(np.ascontiguousarray(n)) for n in super().normals_batch(photos, hws)]
+
+    def segment_batch(self, photos, hws):
+        out = super().segment_batch(photos, hws)
+        out[1][:] = 0  # the second photo has nobody in it
+        return out
+
+
+@pytest.mark.parametrize("queue_forwards", [False, True], ids=["cpu-order", "accelerator-order"])
+def test_forwards_queued_before_the_segmentation_post_processing_give_the_same_maps(queue_forwards):
+    """On an accelerator the depth and normal forwards are queued before the people are found (the
+    device computes them meanwhile); the maps are the same as in the CPU order, where a photo
+    without people skips those forwards."""
+    expected = run_pipeline(SyntheticRunner(), synthetic_photo(), AnalyzeOptions(flip_test=False))
+    runner = CountingRunner()
+    both = [synthetic_photo(), synthetic_photo()]
+    first, empty = run_batch(runner, both, [AnalyzeOptions(flip_test=False)] * 2, queue_forwards=queue_forwards)
+    for key in ("mask", "parts", "depth", "normal", "pointmap", "intrinsics", "keypoints"):
+        assert np.array_equal(first[key], expected[key], equal_nan=True), key
+    assert str(first["source"][0]) == str(expected["source"][0])
+    assert not empty["mask"].any() and "no person" in str(empty["notes"][0])
+    assert runner.batches == ([("depth", 2), ("normal", 2)] if queue_forwards else [("depth", 1), ("normal", 1)])
+
+
+def test_fit_masks_erode_the_foreground_and_keep_small_people_whole():
+    from types import SimpleNamespace
+
+    from scipy import ndimage
+
+    from inference_server.backends.sapiens_pipeline import _fit_masks
+
+    fg = np.zeros((60, 50), bool)
+    fg[5:55, 10:40] = True
+    big = SimpleNamespace(fg=fg, photo=torch.zeros(1))
+    _fit_masks(big)
+    assert np.array_equal(big.inner_t.numpy(), ndimage.binary_erosion(fg, iterations=2))
+    assert np.array_equal(big.fg_t.numpy(), fg)
+    small = np.zeros((60, 50), bool)
+    small[20:27, 20:27] = True  # 9 pixels left after erosion: too few to fit on, used whole
+    tiny = SimpleNamespace(fg=small, photo=torch.zeros(1))
+    _fit_masks(tiny)
+    assert np.array_equal(tiny.inner_t.numpy(), small)
