@@ -41,6 +41,7 @@ from .correspondences import JOINT_NAMES
 from .observations import PersonObservation, class_index_of_vertices
 from .tensor_ops import charbonnier, vertex_normals
 
+
 def _np(x: torch.Tensor) -> np.ndarray:
     """float64 numpy copy of a tensor on any device (the closed-form steps are numpy)."""
     return x.detach().double().cpu().numpy()
