@@ -200,23 +200,22 @@ def run_pipeline(runner, images: list, options_list: list, progress_list: list |
     # accelerator they are queued before it, so the device computes them while the host finds the
     # people; on the CPU they wait for it (photos without people, or cancelled, skip them).
     queued = str(device) != "cpu" if queue_forwards is None else queue_forwards
+    run_depth = lambda ps: _forward(runner, [p for p in ps if needs_depth(p)], "depth", "depth",  # noqa: E731
+                                    "forward_depth", times, depth_message)
+    run_normals = lambda ps: _forward(runner, [p for p in ps if "normal" in p.tasks], "normal",  # noqa: E731
+                                      "normals", "forward_normal", times, lambda p: "surface normals")
     if queued:
-        points = _forward(runner, [p for p in live if needs_depth(p)], "depth", "depth", "forward_depth", times,
-                          depth_message)
-        predicted = _forward(runner, [p for p in live if "normal" in p.tasks], "normal", "normals",
-                             "forward_normal", times, lambda p: "surface normals")
+        points, predicted = run_depth(live), run_normals(live)
     _postprocess(live, parts, times, lambda p, out: _after_segmentation(runner, p, out, detector, no_detector_reason))
 
     live = [p for p in _still_running(live) if p.count > 0]
     if not queued:
-        points = _forward(runner, [p for p in live if needs_depth(p)], "depth", "depth", "forward_depth", times,
-                          depth_message)
+        points = run_depth(live)
     _postprocess([p for p in live if needs_depth(p)], points, times, lambda p, raw: _after_depth(runner, p, raw))
 
     live = _still_running(live)
     if not queued:
-        predicted = _forward(runner, [p for p in live if "normal" in p.tasks], "normal", "normals",
-                             "forward_normal", times, lambda p: "surface normals")
+        predicted = run_normals(live)
     _postprocess([p for p in live if "normal" in p.tasks], predicted, times,
                  lambda p, out: _after_normals(runner, p, out))
     del points, predicted
