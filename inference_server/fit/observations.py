@@ -89,6 +89,20 @@ def _joint_kind(name: str) -> str:
     return ""
 
 
+def _cover_pixels(mine: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Up to ``count`` pixels of ``mine``: about two thirds on its outline, the rest inside,
+    each set spread evenly (deterministic)."""
+    from scipy import ndimage
+
+    outline = mine & ~ndimage.binary_erosion(mine)
+    picked = []
+    for where, n in ((outline, count * 2 // 3), (mine & ~outline, count - count * 2 // 3)):
+        rr, cc = np.nonzero(where)
+        step = max(1, int(np.ceil(len(rr) / max(n, 1))))
+        picked.append((rr[::step], cc[::step]))
+    return np.concatenate([picked[0][0], picked[1][0]]), np.concatenate([picked[0][1], picked[1][1]])
+
+
 def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints, depth=None,
             pointmap=None, metric=True, max_points: int = 700, max_cover: int = 400,
             grid_side: int = 256) -> PersonObservation:
@@ -184,10 +198,10 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
             cut.add(cls)
         m = small(mine & np.isin(parts, show_ids)) | small(others_in_front)
         part_dt[c] = ndimage.distance_transform_edt(~m).astype(np.float32) if m.any() else 0.0
-    # Pixels to cover: this person's pixels, skin weighted more than loose covering.
-    rr, cc = np.nonzero(mine)
-    step = max(1, int(np.ceil(len(rr) / max_cover)))
-    rr, cc = rr[::step], cc[::step]
+    # Pixels to cover: this person's outline and, sparser, inside it; skin weighted more than
+    # loose covering. Inside pixels are near some body point whatever the body's size: the
+    # outline (the top of the head, the soles, the hands) is what measures its extent.
+    rr, cc = _cover_pixels(mine, max_cover)
     cover_ids = [ids[n] for n in COVERING_CLASSES if n in ids]
     cover_w = np.where(np.isin(parts[rr, cc], cover_ids), 0.3, 1.0)
     ys, xs = np.nonzero(mine)

@@ -174,10 +174,11 @@ def part_direction_target(obs: PersonObservation, joint: int, pivot: np.ndarray,
 
 def limb_target(obs: PersonObservation, joint: int, pivot: np.ndarray, length: float,
                 current: np.ndarray, end: tuple[int, float] | None = None,
-                forward: np.ndarray | None = None) -> np.ndarray | None:
+                forward: np.ndarray | None = None, depth_tolerance: float = 0.04) -> np.ndarray | None:
     """Where a limb's far joint should go (camera frame): on its keypoint's ray, at the bone's
     length from the bone's head. Of the two such points: the one nearer the depth the pointmap
-    lifts the keypoint to (its own part seen there); else, when ``end`` = (the next joint, the
+    lifts the keypoint to (its own part seen there), if within ``depth_tolerance`` (m) of it,
+    else the lifted point itself at the bone's length; else, when ``end`` = (the next joint, the
     next bone's length) and that joint is lifted, the one from which it is in reach (a knee
     over a hole in the depth, its ankle seen); else the one nearer the limb's current depth. A
     joint something else covers is not put in front of that cover. ``forward`` (the body's
@@ -189,12 +190,19 @@ def limb_target(obs: PersonObservation, joint: int, pivot: np.ndarray, length: f
     d /= np.linalg.norm(d)
     along = float(d @ pivot)
     disc = along ** 2 - float(pivot @ pivot) + length ** 2
+    own = lifted_point(obs, joint)
     if disc <= 0:  # the ray passes farther than the bone reaches: the nearest point on it
         return d * along
     roots = [d * (along - np.sqrt(disc)), d * (along + np.sqrt(disc))]
-    own = lifted_point(obs, joint)
     if own is not None:
-        return min(roots, key=lambda p: abs(p[2] - own[2]))
+        best = min(roots, key=lambda p: abs(p[2] - own[2]))
+        if abs(best[2] - own[2]) <= depth_tolerance:
+            return best
+        # A limb across the line of sight (an arm raised sideways) meets its ray almost
+        # tangentially: a few pixels of keypoint error move both points by a hand's length in
+        # depth (an arm folded 25 cm off). The lifted point, brought to the bone's length, is
+        # off by those pixels only.
+        return pivot + (own - pivot) / max(np.linalg.norm(own - pivot), 1e-9) * length
     far = lifted_point(obs, end[0]) if end is not None else None
     if far is not None:
         def cost(p):

@@ -41,6 +41,9 @@ def case(name: str):
     if name == "noisy":
         maps, bodies = _one("arms_raised", "average", -15.0)
         return scenes.degrade(maps, keypoint_px=3.0, depth_m=0.01, holes=3, seed=1), bodies
+    if name == "noisy_far_elbow":  # another draw: an arm raised sideways, its elbow 6.6 px off
+        maps, bodies = _one("arms_raised", "average", -15.0)
+        return scenes.degrade(maps, keypoint_px=3.0, depth_m=0.01, holes=3, seed=6), bodies
     if name == "missing_wrist":
         maps, bodies = _one("arms_bent", "average", 0.0)
         return scenes.degrade(maps, drop=("left_wrist",)), bodies
@@ -59,8 +62,8 @@ def case(name: str):
     raise KeyError(name)
 
 
-CASES = ("clean", "turned_stepping_heavy", "across_slim", "child", "dressed", "dressed_child", "noisy", "missing_wrist",
-         "half_body", "two_people", "relative_depth", "no_depth")
+CASES = ("clean", "turned_stepping_heavy", "across_slim", "child", "dressed", "dressed_child", "noisy",
+         "noisy_far_elbow", "missing_wrist", "half_body", "two_people", "relative_depth", "no_depth")
 
 
 def fit_case(body_model, name: str, settings=None, given=None):
