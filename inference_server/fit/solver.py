@@ -51,7 +51,10 @@ def _np(x: torch.Tensor) -> np.ndarray:
 class FitSettings:
     # L-BFGS iterations of the skeleton stage, shape free from the start (holding the shape
     # while the pose settled was cheaper but got stuck: worse joints and height on the ground truth)
-    skeleton_steps: int = 60
+    skeleton_steps: int = 45
+    # Without metric depth the limb start has no depth to choose a fold by: the skeleton stage
+    # has more to do (at 45, relative depth's joints max went 3.9 -> 4.8 cm).
+    skeleton_steps_without_metric: int = 60
     # L-BFGS iterations per surface round, correspondences refreshed between rounds: 2 x 20 is
     # 0.1 s more than 3 x 10 and its joints were 0.1-0.5 cm nearer on the ground truth (the
     # quasi-Newton history is worth more than a third refresh)
@@ -157,7 +160,8 @@ class BodyFitter:
             stages = {"plain": steps}
         else:
             prob.init_closed_form()
-            n1 = prob.run_lbfgs(s.skeleton_steps, dense=False, cancel=cancel)
+            n1 = prob.run_lbfgs(s.skeleton_steps if obs.metric else s.skeleton_steps_without_metric,
+                                dense=False, cancel=cancel)
             n2 = prob.run_lbfgs(s.surface_steps, dense=True, rounds=s.surface_rounds, shape=False,
                                 cancel=cancel)
             # The body's size and girth only the surface tells well: a round on the shape and
