@@ -166,7 +166,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default="clean,turned_stepping_heavy", help="ground-truth cases for speed "
                     "(docs/performance.md: clean,dressed,turned_stepping_heavy,across_slim,two_people)")
     ap.add_argument("--max-steps", type=int, default=1500, help="baseline step limit")
-    ap.add_argument("--quality", action="store_true", help="also print the ground-truth table")
+    ap.add_argument("--quality", action="store_true", help="also print the ground-truth table (the "
+                    "test cases, then the held-out scenes)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--device", default="cpu", help="torch device of the fit: cpu, cuda, cuda:N")
     ap.add_argument("--save-cases", type=Path, metavar="DIR", help="write the cases' maps and true joints "
@@ -216,7 +217,7 @@ def main(argv=None) -> int:
     if args.quality:
         print("\ncase | person | s | hidden cm | visible cm | Chamfer % | joints mean cm | joints max cm "
               "| height err cm | rest asym cm")
-        for name in gt_cases.CASES:
+        for name in gt_cases.CASES + tuple(gt_cases.HELD_OUT):
             out, _maps, bodies, sec = gt_cases.fit_case(body, name)
             for i, row in enumerate(gt_cases.score_case(body, out, bodies, name)):
                 print(f"{name} | {i + 1} | {sec / len(bodies):.2f} | " + " | ".join(f"{v:.2f}" for v in row.values()),

@@ -9,12 +9,12 @@ The method, and why it is fast:
    (a joint without its keypoint towards its part's seen skin). No iterations are spent
    finding the person, and a bent limb does not have to be unfolded by the solver.
 2. **Skeleton stage**: pose, shape and placement against the keypoints (robust, score-weighted
-   reprojection + lifted depth), on the skeleton-only pass (bones + the ~100 vertices the joint
-   regressor reads): about a tenth of a full forward.
-3. **Surface stage**: a few steps on the full mesh adding the dense cues: observed skin points
-   on the body's surface, covering (clothing, hair) outside or on it, never inside; the body's
-   parts inside their segmentation parts and the silhouette covered. Correspondences are nearest
-   points of the parts the point's label allows, refreshed every round (ICP), on a fixed
+   reprojection + lifted depth), on the skeleton-only pass (bones + the 2,360 vertices the
+   pruned joint regressor reads, not the 13,718 of the mesh).
+3. **Surface stage**: two rounds adding the dense cues: observed skin points on the body's
+   surface, covering (clothing, hair) outside or on it, never inside; the body's parts inside
+   their segmentation parts and the silhouette covered. Correspondences are nearest points of
+   the parts the point's label allows, refreshed every round (ICP), on a fixed 4,000-vertex
    subsample of the mesh; then a round on the shape and placement alone.
 Priors throughout: rotations pulled towards the rest pose (hard for bones no keypoint sees, so
 an unseen limb stands neutral), hinge limits for knees and elbows, twist limits, phenotypes

@@ -25,7 +25,7 @@ def _one(pose, shape, yaw, size=SIZE, dressed=False, distance=3.0):
 
 
 def case(name: str):
-    """(maps, true bodies, notes) for a case name in CASES."""
+    """(maps, true bodies) for a case name in CASES or HELD_OUT."""
     if name == "clean":
         return _one("arms_bent", "average", 0.0)
     if name == "turned_stepping_heavy":
@@ -59,7 +59,27 @@ def case(name: str):
     if name == "no_depth":
         maps, bodies = _one("arms_bent", "average", 0.0)
         return scenes.without_depth(maps), bodies
+    if name in HELD_OUT:
+        pose, shape, yaw, distance, seed, dressed = HELD_OUT[name]
+        maps, bodies = _one(pose, shape, yaw, distance=distance, dressed=dressed)
+        if seed is not None:
+            maps = scenes.degrade(maps, keypoint_px=3.0, depth_m=0.01, holes=3, seed=seed)
+        return maps, bodies
     raise KeyError(name)
+
+
+# Scenes kept out of the tuning, to check a change does not just fit CASES (bench_fit.py
+# --quality prints them): pose, shape, yaw, distance, keypoint-noise seed, dressed.
+HELD_OUT = {
+    "raised_heavy_45": ("arms_raised", "heavy_tall", 45.0, 3.0, None, False),
+    "across_2.5m_30": ("across", "average", 30.0, 2.5, None, False),
+    "slim_3.5m_-40": ("arms_bent", "slim_short", -40.0, 3.5, None, False),
+    "heavy_across_noisy": ("across", "heavy_tall", 10.0, 3.0, 7, False),
+    "dressed_raised_-30": ("arms_raised", "average", -30.0, 3.0, None, True),
+    "child_across_2.5m": ("across", "child", 20.0, 2.5, None, False),
+    "bent_noisy": ("arms_bent", "average", 5.0, 3.0, 8, False),
+    "raised_slim_noisy": ("arms_raised", "slim_short", 20.0, 3.0, 9, False),
+}
 
 
 CASES = ("clean", "turned_stepping_heavy", "across_slim", "child", "dressed", "dressed_child", "noisy",

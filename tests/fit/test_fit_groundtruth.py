@@ -27,8 +27,8 @@ LIMITS = {
     "dressed_child": (0.6, 0.6, 1.4, 2.5, 2.0),
     "noisy": (0.8, 0.5, 1.6, 3.5, 2.0),
     # The limb start once folded this arm 25 cm off (its elbow's ray meets the bone's reach
-    # almost tangentially): 7.3 cm joints max. Its height (-2.0 cm) is at the limit.
-    "noisy_far_elbow": (1.0, 0.5, 1.6, 4.0, 2.5),
+    # almost tangentially): 7.3 cm joints max, now 1.1.
+    "noisy_far_elbow": (0.8, 0.5, 1.6, 3.0, 2.0),
     "two_people": (0.9, 0.7, 1.3, 2.5, 2.0),
 }
 
