@@ -214,6 +214,7 @@ class _Problem:
         self.cover_px, self.cover_w = real(obs.cover_pixels), real(obs.cover_weights)
         self.scale = max(obs.scale_px, 1.0)
         self._nn = None
+        self._cover_nn = None  # per silhouette pixel, the nearest facing sample vertex
         self._step = 0
         self._rest: dict = {}
         self._normals = None
@@ -427,14 +428,14 @@ class _Problem:
         ownf = own[facing] / (self.scale * obs.grid_scale) * 100.0
         if len(ownf):
             loss = loss + self.wt["part"] * charbonnier(ownf, 1.0).mean()
-        fpx = px[facing]
-        if len(fpx):
-            # The distance to the nearest point, differentiated through that point alone (as
-            # min() is): found without autograd, as cdist's backward cost more than the rest of
-            # the step put together.
-            with torch.no_grad():
-                nearest = torch.cdist(self.cover_px, fpx).argmin(1)
-            d = (self.cover_px - fpx[nearest]).norm(dim=-1) / self.scale * 100.0
+        if self._cover_nn is None or self._step % self.f.settings.refresh_every == 0:
+            # The nearest facing point, found without autograd (cdist's backward cost more than
+            # the rest of the step) and, like the surface matches, held within a round (finding
+            # it was a fifth of an evaluation); the distance is differentiated through it alone.
+            cand = torch.nonzero(facing).flatten()
+            self._cover_nn = cand[torch.cdist(self.cover_px, px[cand].detach()).argmin(1)] if len(cand) else None
+        if self._cover_nn is not None:
+            d = (self.cover_px - px[self._cover_nn]).norm(dim=-1) / self.scale * 100.0
             loss = loss + self.wt["cover"] * (self.cover_w * charbonnier(d, 1.0)).sum() / self.cover_w.sum()
         return loss
 
@@ -495,7 +496,7 @@ class _Problem:
                           if shape or p is not self.shape_logit]
         evaluations = 0
         for _ in range(rounds):
-            self._nn = None
+            self._nn = self._cover_nn = None
             self._normals = None
             self._rest = {}
             opt = torch.optim.LBFGS(params, lr=1.0, max_iter=iterations, history_size=20,
