@@ -172,7 +172,9 @@ class BodyFitter:
         rot, phen, placement = prob.result()
         err = prob.joint_error_px()
         report = {"seconds": round(time.perf_counter() - start, 3), "steps": stages,
-                  "reprojection_px": round(err, 2), "depth": "metric" if obs.metric else
+                  "reprojection_px": round(err, 2),
+                  "reprojection_pct": round(100.0 * err / max(obs.scale_px, 1.0), 2),  # of the person's size
+                  "depth": "metric" if obs.metric else
                   ("relative (scale solved)" if obs.has_depth else "none (keypoints and masks)"),
                   "depth_scale": round(float(prob.depth_scale.detach()), 4) if obs.has_depth and not obs.metric else None,
                   "keypoints_seen": int(obs.seen.sum())}

@@ -184,7 +184,7 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     (``core.body_surface.clothing_thickness``) laid on at the bind pose, so it follows the rig.
     """
     from ..core import body_surface
-    from ..core.build_report import BodyReport
+    from ..core.build_report import BodyReport, fit_warnings
     from ..core.body_rig import retarget_rig
     from . import materials
     from .images import image_from_array
@@ -196,6 +196,7 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     rest = fit.rest_vertices[i].astype(np.float64)
     posed = fit.vertices[i].astype(np.float64)
     report = BodyReport(mode=mode, vertices=len(rest), faces=len(faces), fit=fit.report(person_id))
+    report.warnings += fit_warnings(report.fit)
     if mode == "clothed":
         thickness, dress = body_surface.clothing_thickness(maps, person_id, posed, faces, template.vertex_parts)
         report.clothing = dict(dress, max_thickness_m=round(float(thickness.max()), 4))

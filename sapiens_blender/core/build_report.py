@@ -60,6 +60,43 @@ class BodyReport:
         return {k: v for k, v in _plain(asdict(self)).items() if v is not None}
 
 
+# Past these the fitted body is said to match its person poorly (a warning, not an error: the
+# body is still built). On the ground truth: 0.1-0.4 % and 1-3 mm; 1 % and 5 mm with noise.
+POOR_FIT_REPROJECTION_PCT = 3.0
+POOR_FIT_SURFACE_M = 0.03
+
+
+def fit_summary(fit: dict) -> str:
+    """One line on how well the body fit its person (the fit's report), '' if it says nothing."""
+    parts = []
+    if fit.get("reprojection_px") is not None:
+        pct = fit.get("reprojection_pct")
+        parts.append(f"{fit['reprojection_px']:.1f} px from the keypoints"
+                     + (f" ({pct:.1f} % of the person's size)" if pct is not None else ""))
+    if fit.get("surface_residual_m") is not None:
+        parts.append(f"surface {1000 * fit['surface_residual_m']:.0f} mm from the observed one (median)")
+    if fit.get("depth"):
+        parts.append(f"depth {fit['depth']}")
+    if fit.get("seconds") is not None:
+        parts.append(f"{fit['seconds']:.1f} s")
+    return ", ".join(parts)
+
+
+def fit_warnings(fit: dict) -> list[str]:
+    """What a user should check about a fit, from its report."""
+    out = []
+    pct = fit.get("reprojection_pct")
+    if pct is not None and pct > POOR_FIT_REPROJECTION_PCT:
+        out.append(f"the body lies {pct:.1f} % of the person's size from its keypoints on average: some "
+                   "keypoints may be wrong (an occluded limb, two people mixed up); compare the body with "
+                   "the photo")
+    res = fit.get("surface_residual_m")
+    if res is not None and res > POOR_FIT_SURFACE_M:
+        out.append(f"the body's surface is {100 * res:.1f} cm from the observed surface (median): the "
+                   "depth may be off for this person")
+    return out
+
+
 @dataclass
 class PersonReport:
     """One person's products: what was built, what was kept, and the facts about them."""
@@ -93,6 +130,9 @@ class PersonReport:
             lines.append(f"  person {person_id}: body ({b.mode}), {b.vertices} vertices, {b.bones} bones, "
                          f"{len(b.parts)} part materials"
                          + (f", clothing up to {100 * thickness:.1f} cm" if thickness else ""))
+            fit_line = fit_summary(b.fit)
+            if fit_line:
+                lines.append(f"    fit: {fit_line}")
         if has_mesh:
             lines.append(
                 f"  person {person_id}: {self.vertices} vertices, {self.faces} faces, "

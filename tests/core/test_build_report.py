@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 
-from sapiens_blender.core.build_report import BodyReport, BuildReport, PersonReport, SkinningReport
+from sapiens_blender.core.build_report import BodyReport, BuildReport, PersonReport, SkinningReport, fit_summary
 
 
 def test_products_are_noted_once_as_built_or_kept():
@@ -46,3 +46,22 @@ def test_to_dict_is_json_ready_and_leaves_out_what_is_not_there():
     assert "body" not in out
     build = BuildReport(source="photo.jpg", metric=False, size=(640, 480), added=["world"], warning="relative")
     assert json.loads(json.dumps(build.to_dict()))["size"] == [640, 480]
+
+
+def test_the_body_line_says_how_well_the_fit_matched_and_warns_when_poorly():
+    from sapiens_blender.core.build_report import fit_warnings
+
+    good = {"seconds": 1.03, "reprojection_px": 0.34, "reprojection_pct": 0.15, "depth": "metric",
+            "surface_residual_m": 0.0021}
+    report = PersonReport(body=BodyReport(mode="minimal", vertices=13718, faces=27420, bones=104, fit=good))
+    assert report.lines(1, has_mesh=False) == [
+        "  person 1: body (minimal), 13718 vertices, 104 bones, 0 part materials",
+        "    fit: 0.3 px from the keypoints (0.1 % of the person's size), surface 2 mm from the observed "
+        "one (median), depth metric, 1.0 s",
+    ]
+    assert fit_warnings(good) == [] and fit_warnings({}) == []
+    poor = dict(good, reprojection_pct=4.2, surface_residual_m=0.05)
+    warned = fit_warnings(poor)
+    assert len(warned) == 2 and "4.2 %" in warned[0] and "5.0 cm" in warned[1]
+    # A report from an older server (no percentage, no depth) still reads.
+    assert fit_summary({"reprojection_px": 6.67}) == "6.7 px from the keypoints"
