@@ -38,6 +38,7 @@ from .bones import (BODY_BONES, BONE_EVIDENCE, BONE_PART, FINGER_BONES, HINGES, 
                     START_SIZES)
 from .body_model import BodyModel, rotvec_to_matrix
 from .correspondences import JOINT_NAMES
+from .group import Group
 from .observations import PersonObservation, class_index_of_vertices
 from .tensor_ops import charbonnier, vertex_normals
 
@@ -72,6 +73,9 @@ class FitSettings:
     # against a scene's truth).
     plain_monitor: object = None
     fingers: bool = True
+    # People fitted together (one batched body pass per evaluation; group.py): a photo's people
+    # in groups of at most this many.
+    group_size: int = 4
     # torch threads while fitting: the fit's tensors are small, so extra threads buy little and
     # on a busy machine (a batch, the test suite, Blender) spinning threads made it 4x slower.
     threads: int | None = 1
@@ -151,27 +155,42 @@ class BodyFitter:
 
     # --- public --------------------------------------------------------------------------
     def fit(self, obs: PersonObservation, cancel=None) -> PersonFit:
+        return self.fit_group([obs], cancel)[0]
+
+    def fit_group(self, observations: list[PersonObservation], cancel=None) -> list[PersonFit]:
+        """Fit people together (group.Group: each its own optimiser, one batched body pass per
+        evaluation); each report's ``seconds`` is the person's share of the group's time."""
         start = time.perf_counter()
         s = self.settings
-        prob = _Problem(self, obs)
-        if s.plain:
-            prob.init_plain()
-            steps = prob.run_plain(s.plain_steps, s.target_joint_px, cancel, s.plain_monitor, start)
-            stages = {"plain": steps}
+        probs = [_Problem(self, obs) for obs in observations]
+        if s.plain:  # the baseline: one person at a time, as the benchmark times it
+            steps = []
+            for prob in probs:
+                prob.init_plain()
+                steps.append(prob.run_plain(s.plain_steps, s.target_joint_px, cancel, s.plain_monitor, start))
+            stages = [{"plain": n} for n in steps]
         else:
-            prob.init_closed_form()
-            n1 = prob.run_lbfgs(s.skeleton_steps if obs.metric else s.skeleton_steps_without_metric,
-                                dense=False, cancel=cancel)
-            n2 = prob.run_lbfgs(s.surface_steps, dense=True, rounds=s.surface_rounds, shape=False,
-                                cancel=cancel)
+            group = Group(probs)
+            for prob in probs:
+                prob.init_closed_form()
+            metric = all(obs.metric for obs in observations)
+            n1 = group.run_lbfgs(s.skeleton_steps if metric else s.skeleton_steps_without_metric,
+                                 dense=False, cancel=cancel)
+            n2 = group.run_lbfgs(s.surface_steps, dense=True, rounds=s.surface_rounds, shape=False,
+                                 cancel=cancel)
             # The body's size and girth only the surface tells well: a round on the shape and
             # placement alone, where those small gradients are not drowned by the pose's.
-            n3 = prob.run_lbfgs(s.shape_steps, dense=True, cancel=cancel,
-                                only=[prob.shape_logit, prob.root_t, prob.root_rot]) if s.shape_steps else 0
-            stages = {"skeleton": n1, "surface": n2 + n3}
+            n3 = group.run_lbfgs(s.shape_steps, dense=True, cancel=cancel, shape_round=True) if s.shape_steps \
+                else [0] * len(probs)
+            stages = [{"skeleton": a, "surface": b + c} for a, b, c in zip(n1, n2, n3)]
+        seconds = (time.perf_counter() - start) / len(probs)
+        return [self._person_fit(prob, steps, seconds) for prob, steps in zip(probs, stages)]
+
+    def _person_fit(self, prob: "_Problem", stages: dict, seconds: float) -> PersonFit:
+        obs = prob.obs
         rot, phen, placement = prob.result()
         err = prob.joint_error_px()
-        report = {"seconds": round(time.perf_counter() - start, 3), "steps": stages,
+        report = {"seconds": round(seconds, 3), "steps": dict(stages),
                   "reprojection_px": round(err, 2),
                   "reprojection_pct": round(100.0 * err / max(obs.scale_px, 1.0), 2),  # of the person's size
                   "depth": "metric" if obs.metric else
@@ -218,7 +237,6 @@ class _Problem:
         self._nn = None
         self._cover_nn = None  # per silhouette pixel, the nearest facing sample vertex
         self._step = 0
-        self._rest: dict = {}
         self._normals = None
         # Pose prior per free bone: light where keypoints see the bone, heavy where none does.
         seen = {n for n, wj in zip(JOINT_NAMES, obs.weights) if wj > 0}
@@ -459,71 +477,15 @@ class _Problem:
             groups.append({"params": [self.log_depth_scale, self.depth_shift], "lr": 0.01})
         return groups
 
-    def rest(self, dense: bool, with_shape: bool):
-        """The shaped rest body: recomputed (differentiable in the shape) on shape steps, else the
-        last one kept (the shape is held between shape steps)."""
-        key = "dense" if dense else "skeleton"
-        if with_shape or self._rest.get(key) is None:
-            plain = dense and self.f.settings.plain  # the baseline skins the whole mesh
-            rs = self.f.body.rest_state(self.phenotypes(), with_vertices=plain,
-                                        sample=self.f._vertex_sample if dense and not plain else None)
-            self._rest[key] = rs.detach()
-            return rs if with_shape else self._rest[key]
-        return self._rest[key]
-
-    def loss(self, dense: bool, with_shape: bool = True) -> torch.Tensor:
-        rs, rot = self.rest(dense, with_shape), self.rotvecs()
-        if dense and self.f.settings.plain:  # the baseline: the whole mesh, every step
-            out = self.f.body.full(rs, rot)
-            verts = self.to_camera(out["vertices"][0])
-            with torch.no_grad():
-                self._normals = vertex_normals(verts, self.f._faces)[self.f._sample]
-            return self.keypoint_terms(out["joints"][0], self.wt["lift_dense"]) + self.prior_terms() + \
-                self.surface_terms(verts[self.f._sample])
-        if dense:
-            joints, sample = self.f.body.sampled(rs, rot, self.f._vertex_sample)
-            # The dense surface knows the depth better than the joint radii do.
-            return self.keypoint_terms(joints[0], self.wt["lift_dense"]) + self.prior_terms() + \
-                self.surface_terms(self.to_camera(sample[0]))
-        joints = self.f.body.skeleton(rs, rot).joints[0]
-        return self.keypoint_terms(joints) + self.prior_terms()
-
-    def run_lbfgs(self, iterations: int, dense: bool, rounds: int = 1, cancel=None,
-                  only=None, shape: bool = True) -> int:
-        """Quasi-Newton on every variable at once, or on ``only``; with ``shape=False`` the shape
-        is held (its rest body computed once: a third of an evaluation's cost). Surface
-        correspondences are held within a round and refreshed between rounds. Returns the
-        number of evaluations."""
-        params = only or [p for g in self._params(dense) for p in g["params"]
-                          if shape or p is not self.shape_logit]
-        evaluations = 0
-        for _ in range(rounds):
-            self._nn = self._cover_nn = None
-            self._normals = None
-            self._rest = {}
-            opt = torch.optim.LBFGS(params, lr=1.0, max_iter=iterations, history_size=20,
-                                    line_search_fn="strong_wolfe", tolerance_grad=1e-6,
-                                    tolerance_change=1e-9)
-
-            def closure():
-                nonlocal evaluations
-                if cancel is not None:
-                    cancel.check()
-                evaluations += 1
-                opt.zero_grad(set_to_none=True)
-                if shape:
-                    self._rest = {}
-                loss = self.loss(dense, with_shape=shape)
-                loss.backward()
-                return loss
-
-            if dense:
-                self._step = 0
-                with torch.no_grad():
-                    self.loss(dense, with_shape=False)  # pick the round's correspondences
-            self._step = 1
-            opt.step(closure)
-        return evaluations
+    def plain_loss(self) -> torch.Tensor:
+        """The baseline's loss: the same terms on the whole mesh, its shape recomputed every step
+        (the staged fit's evaluations are group.Group's)."""
+        out = self.f.body.full(self.f.body.rest_state(self.phenotypes(), with_vertices=True), self.rotvecs())
+        verts = self.to_camera(out["vertices"][0])
+        with torch.no_grad():
+            self._normals = vertex_normals(verts, self.f._faces)[self.f._sample]
+        return self.keypoint_terms(out["joints"][0], self.wt["lift_dense"]) + self.prior_terms() + \
+            self.surface_terms(verts[self.f._sample])
 
     def run_plain(self, max_steps: int, target_px: float | None, cancel=None, monitor=None,
                   started: float | None = None) -> int:
@@ -536,10 +498,9 @@ class _Problem:
                 cancel.check()
             self._step = i
             opt.zero_grad(set_to_none=True)
-            self._rest = {}
             if i % self.f.settings.refresh_every == 0:
                 self._normals = None
-            self.loss(True).backward()
+            self.plain_loss().backward()
             opt.step()
             if i % 5 != 4:
                 continue
@@ -606,10 +567,14 @@ def fit_people(body: BodyModel, observations: list[PersonObservation], settings:
 def _fit_people(body, observations, settings, progress, cancel) -> dict:
     fitter = BodyFitter(body, settings)
     fits = []
-    for i, obs in enumerate(observations):
+    size = max(1, settings.group_size)
+    for i in range(0, len(observations), size):
+        group = observations[i:i + size]
         if progress is not None:
-            progress("fit", i / max(len(observations), 1), f"fitting the body of person {obs.person_id}")
-        fits.append(fitter.fit(obs, cancel))
+            ids = ", ".join(str(o.person_id) for o in group)
+            progress("fit", i / max(len(observations), 1),
+                     f"fitting the bod{'ies' if len(group) > 1 else 'y'} of person{'s' if len(group) > 1 else ''} {ids}")
+        fits += fitter.fit_group(group, cancel)
     if not fits:
         raise ValueError("no person to fit")
     arrays = body.evaluate(np.stack([f.rotvecs for f in fits]), np.stack([f.phenotypes for f in fits]),

@@ -1,0 +1,179 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The people of one photo fitted together: one batched body pass per evaluation.
+
+An evaluation of the fit is bound by the number of small tensor operations, not by their size:
+skinning four bodies costs about what skinning one does. So the people of a photo share each
+evaluation: their rest bodies, bones, skinning and joints are one batched pass, while each keeps
+its own terms (keypoints, priors, surface).
+
+Each person keeps its own L-BFGS (its own curvature history and line search: one L-BFGS on
+everyone's variables needed ~30 % more iterations for the same joints), each on a thread of its
+own that does nothing but wait for its evaluations: an evaluation is answered once every person
+still running has asked for one, by one batched pass for all (``_Lockstep``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+
+class Group:
+    """Problems (solver._Problem, one per person) optimised together."""
+
+    def __init__(self, problems: list):
+        self.problems = problems
+        fitter = problems[0].f
+        self.body, self.sample = fitter.body, fitter._vertex_sample
+        self._rest: dict = {}
+
+    def rest(self, dense: bool, with_shape: bool):
+        """The people's shaped rest bodies, batched: recomputed (differentiable in the shapes) on
+        shape steps, else the last one kept."""
+        key = "dense" if dense else "skeleton"
+        if with_shape or self._rest.get(key) is None:
+            phen = torch.cat([p.phenotypes() for p in self.problems])
+            rs = self.body.rest_state(phen, sample=self.sample if dense else None)
+            self._rest[key] = rs.detach()
+            return rs if with_shape else self._rest[key]
+        return self._rest[key]
+
+    def losses(self, dense: bool, with_shape: bool = True) -> list[torch.Tensor]:
+        """Each person's loss, from one batched pass of the body."""
+        rs = self.rest(dense, with_shape)
+        rot = torch.cat([p.rotvecs() for p in self.problems])
+        if dense:
+            joints, sample = self.body.sampled(rs, rot, self.sample)
+            # The dense surface knows the depth better than the joint radii do.
+            return [p.keypoint_terms(joints[i], p.wt["lift_dense"]) + p.prior_terms()
+                    + p.surface_terms(p.to_camera(sample[i])) for i, p in enumerate(self.problems)]
+        joints = self.body.skeleton(rs, rot).joints
+        return [p.keypoint_terms(joints[i]) + p.prior_terms() for i, p in enumerate(self.problems)]
+
+    def run_lbfgs(self, iterations: int, dense: bool, rounds: int = 1, cancel=None,
+                  shape_round: bool = False, shape: bool = True) -> list[int]:
+        """Quasi-Newton, per person, on all its variables (``shape_round``: on its shape and
+        placement alone); with ``shape=False`` the shapes are held (the rest bodies computed
+        once: a third of an evaluation's cost). Surface correspondences are held within a round
+        and refreshed between rounds. Returns each person's number of evaluations."""
+        params = []
+        for p in self.problems:
+            if shape_round:
+                params.append([p.shape_logit, p.root_t, p.root_rot])
+            else:
+                params.append([v for g in p._params(dense) for v in g["params"] if shape or v is not p.shape_logit])
+        counts = [0] * len(self.problems)
+        for _ in range(rounds):
+            for p in self.problems:
+                p._nn = p._cover_nn = p._normals = None
+            self._rest = {}
+            if dense:
+                for p in self.problems:
+                    p._step = 0
+                with torch.no_grad():
+                    self.losses(dense, with_shape=False)  # pick the round's correspondences
+            for p in self.problems:
+                p._step = 1
+            step = _Lockstep(self, [v for group in params for v in group], dense, shape, cancel)
+            for i, n in enumerate(step.run([_lbfgs(group, iterations) for group in params])):
+                counts[i] += n
+        return counts
+
+
+def _lbfgs(params: list, iterations: int) -> torch.optim.LBFGS:
+    return torch.optim.LBFGS(params, lr=1.0, max_iter=iterations, history_size=20,
+                             line_search_fn="strong_wolfe", tolerance_grad=1e-6, tolerance_change=1e-9)
+
+
+class _Lockstep:
+    """Runs each person's optimiser on its own thread and answers their evaluations together:
+    when every person still running waits for one, one batched pass computes all their losses
+    and gradients. Deterministic: every pass evaluates every person at its current variables,
+    and a thread only touches its own variables while the others wait."""
+
+    def __init__(self, group: Group, params: list, dense: bool, shape: bool, cancel):
+        self.group, self.params, self.dense, self.shape, self.cancel = group, params, dense, shape, cancel
+        self.cv = threading.Condition()
+        self.running: set[int] = set()
+        self.asking: set[int] = set()
+        self.answers: dict[int, torch.Tensor] = {}
+        self.generation = 0
+        self.error: BaseException | None = None
+
+    def run(self, optimisers: list) -> list[int]:
+        counts = [0] * len(optimisers)
+        self.running = set(range(len(optimisers)))
+
+        def closure_of(i):
+            def closure():
+                counts[i] += 1
+                return self._evaluate(i)
+            return closure
+
+        def work(i):
+            try:
+                optimisers[i].step(closure_of(i))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+                with self.cv:
+                    self.error = self.error or exc
+                    self.cv.notify_all()
+            finally:
+                self._leave(i)
+
+        if len(optimisers) == 1:  # one person: no thread needed
+            work(0)
+        else:
+            threads = [threading.Thread(target=_with_threads(work, torch.get_num_threads()), args=(i,),
+                                        name=f"body fit {i}", daemon=True) for i in range(len(optimisers))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        if self.error is not None:
+            raise self.error
+        return counts
+
+    def _evaluate(self, i: int) -> torch.Tensor:
+        with self.cv:
+            self.asking.add(i)
+            generation = self.generation
+            if self.asking >= self.running:
+                self._answer()
+            else:
+                self.cv.wait_for(lambda: self.generation != generation or self.error is not None)
+            if self.error is not None:
+                raise RuntimeError("another person's fit failed") from self.error
+            return self.answers.pop(i)
+
+    def _leave(self, i: int) -> None:
+        with self.cv:
+            self.running.discard(i)
+            if self.asking and self.asking >= self.running and self.error is None:
+                self._answer()
+
+    def _answer(self) -> None:
+        """One batched evaluation for everyone (called holding the lock, by the last to ask)."""
+        try:
+            if self.cancel is not None:
+                self.cancel.check()
+            for v in self.params:
+                v.grad = None
+            if self.shape:
+                self.group._rest = {}
+            losses = self.group.losses(self.dense, with_shape=self.shape)
+            torch.stack(losses).sum().backward()
+            self.answers = {i: losses[i].detach() for i in self.asking}
+        except BaseException as exc:  # noqa: BLE001 - every waiting thread raises it
+            self.error = exc
+        self.asking = set()
+        self.generation += 1
+        self.cv.notify_all()
+
+
+def _with_threads(fn, n: int):
+    """``fn`` on a thread with the caller's torch thread count (it is per thread)."""
+    def run(*args):
+        torch.set_num_threads(n)
+        return fn(*args)
+    return run
