@@ -216,4 +216,20 @@ def limb_target(obs: PersonObservation, joint: int, pivot: np.ndarray, length: f
     ref = float(current[2])
     if obs.metric and np.isfinite(obs.lifted[joint]):  # covered: at or behind the cover
         ref = max(ref, obs.lifted[joint] + obs.joint_radius[joint])
+    elif (along := _part_depth(obs, joint)) is not None:  # no depth at the keypoint (a hole)
+        ref = along  # the depth of the limb's own part where the pointmap sees it
     return min(roots, key=lambda p: abs(p[2] - ref))
+
+
+def _part_depth(obs: PersonObservation, joint: int) -> float | None:
+    """The median depth of the seen skin of the part along the bone ending at ``joint``, set back
+    by a limb's radius (metric depth only; None if too little of it is seen)."""
+    side, kind = JOINT_NAMES[joint].split("_", 1)
+    if not obs.metric or kind not in _PART_ALONG or not len(obs.points):
+        return None
+    own = obs.point_parts.sum(1) == 1
+    for part in _PART_ALONG[kind]:
+        pts = obs.points[own & obs.point_parts[:, BODY_CLASSES.index(f"{side.capitalize()}_{part}")]]
+        if len(pts) >= 5:
+            return float(np.median(pts[:, 2])) + float(obs.joint_radius[joint])
+    return None

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the fit reads off the maps: the pixels the body must cover."""
+"""What the fit reads off the maps (the pixels the body must cover) and where it starts from."""
 
 import numpy as np
 from scipy import ndimage
@@ -23,3 +23,29 @@ def test_cover_pixels_are_mostly_on_the_outline_and_inside_the_person():
     tiny = np.zeros((10, 10), bool)
     tiny[4:6, 4:6] = True
     assert len(_cover_pixels(tiny, 300)[0]) == 4
+
+
+def test_the_limb_start_places_a_joint_over_a_hole_in_the_depth_by_its_part(body):
+    """Seed 4 of the noisy scene: a hole in the depth covers the left ankle. Of the two points on
+    its ray at the shin's length, the start took the one nearer the leg's current (straight)
+    depth, 39 cm in front of the truth; the shin's own seen depth picks the right one."""
+    import gt_cases
+    import scenes
+    import torch
+
+    from inference_server.fit.correspondences import JOINT_NAMES
+    from inference_server.fit.observations import observe
+    from inference_server.fit.solver import BodyFitter, _Problem
+
+    maps, bodies = gt_cases._one("arms_raised", "average", -15.0)
+    maps = scenes.degrade(maps, keypoint_px=3.0, depth_m=0.01, holes=3, seed=4)
+    obs = observe(1, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
+                  intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
+                  pointmap=maps.pointmap, metric=maps.metric)
+    ankle = JOINT_NAMES.index("left_ankle")
+    assert np.isnan(obs.lifted[ankle]) and obs.weights[ankle] > 0  # seen, but no depth there
+    prob = _Problem(BodyFitter(body), obs)
+    prob.init_closed_form()
+    with torch.no_grad():
+        joints = prob.to_camera(body.skeleton(prob.phenotypes(), prob.rotvecs()).joints[0]).double().numpy()
+    assert np.linalg.norm(joints[ankle] - bodies[0].joints["left_ankle"]) < 0.05
