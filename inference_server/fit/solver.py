@@ -166,8 +166,9 @@ class BodyFitter:
         if s.plain:  # the baseline: one person at a time, as the benchmark times it
             steps = []
             for prob in probs:
+                started = time.perf_counter()  # each person's own time, as the monitor reads it
                 prob.init_plain()
-                steps.append(prob.run_plain(s.plain_steps, s.target_joint_px, cancel, s.plain_monitor, start))
+                steps.append(prob.run_plain(s.plain_steps, s.target_joint_px, cancel, s.plain_monitor, started))
             stages = [{"plain": n} for n in steps]
         else:
             group = Group(probs)

@@ -68,3 +68,18 @@ def test_cancelling_a_group_stops_every_person(body, two_people):
     with pytest.raises(Cancelled):
         fit_people(body, obs, cancel=CancelAfter(30))
     assert threading.active_count() == before  # no optimiser thread left waiting
+
+
+def test_the_baseline_times_each_person_from_its_own_start(body, two_people):
+    """The benchmark's plain baseline runs people one after another: each one's clock starts
+    with it (a shared clock charged person 2 with person 1's run)."""
+    seen = []
+
+    def monitor(pid, steps, seconds, joints, px):
+        seen.append((pid, steps, seconds))
+        return False
+
+    _fit(body, two_people, plain=True, plain_steps=10, plain_monitor=monitor)
+    first = {(pid, steps): sec for pid, steps, sec in seen}
+    assert sorted(first) == [(1, 5), (1, 10), (2, 5), (2, 10)]
+    assert first[(2, 5)] < first[(1, 10)]  # half a run, not a run and a half
