@@ -136,6 +136,8 @@ class _Lockstep:
 
     def _evaluate(self, i: int) -> torch.Tensor:
         with self.cv:
+            if self.error is not None:  # another person failed: no wasted pass
+                raise RuntimeError("another person's fit failed") from self.error
             self.asking.add(i)
             generation = self.generation
             if self.asking >= self.running:
