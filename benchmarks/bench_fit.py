@@ -16,6 +16,9 @@ Both sides are timed alike: the fit's own time per person (the report's), withou
 observations, the final evaluation of the mesh, or the baseline's checks. Also the cost of one
 forward+backward of each pass. Ratios are what compare across machines.
 
+``--compile`` also times the fit with its evaluation compiled (FitSettings.compile), against
+the default fit in the same run, after compiling once (the compiling time is printed).
+
 On a GPU (``--device cuda``) the scenes can be rendered here and carried, as the GPU machine
 may lack the ray caster: ``--save-cases DIR`` writes each case's maps and true joints, and
 ``--cases-dir DIR`` fits those instead of rendering (the speed race only).
@@ -161,6 +164,20 @@ def race(body, name: str, max_steps: int, cases_dir: Path | None = None) -> dict
     return out
 
 
+def compiled_run(body, name: str, cases_dir: Path | None = None) -> dict:
+    """The compiled fit's time per person (the report's, like ``race``) and joint error."""
+    import gt_cases
+    import scoring
+    from inference_server.fit.solver import FitSettings
+
+    given = load_case(name, cases_dir) if cases_dir else None
+    out, _maps, bodies, _wall = gt_cases.fit_case(body, name, FitSettings(compile=True), given=given)
+    reports = [json.loads(str(r)) for r in out["reports"]]
+    names = scoring.LIMB_JOINTS[:6] if name == "half_body" else scoring.LIMB_JOINTS
+    cm = [100 * float(scoring.joint_errors(_joints_of(out, i), b.joints, names).mean()) for i, b in enumerate(bodies)]
+    return {"seconds": sum(r["seconds"] for r in reports) / len(bodies), "cm": statistics.mean(cm)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="clean,turned_stepping_heavy", help="ground-truth cases for speed "
@@ -170,6 +187,8 @@ def main(argv=None) -> int:
                     "test cases, then the held-out scenes)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--device", default="cpu", help="torch device of the fit: cpu, cuda, cuda:N")
+    ap.add_argument("--compile", action="store_true", help="also time the compiled fit (FitSettings.compile) "
+                    "against the default one, after compiling once")
     ap.add_argument("--save-cases", type=Path, metavar="DIR", help="write the cases' maps and true joints "
                     "to DIR and exit")
     ap.add_argument("--cases-dir", type=Path, metavar="DIR", help="race on the cases saved in DIR "
@@ -197,9 +216,23 @@ def main(argv=None) -> int:
     if body.device.type == "cuda":  # kernels, cuBLAS and the allocator warm, as in a running server
         given = load_case(cases[0], args.cases_dir) if args.cases_dir else None
         gt_cases.fit_case(body, cases[0], given=given)
-    ratios = {"3d": [], "2d": []}
+    ratios = {"3d": [], "2d": [], "compiled": []}
+    if args.compile:  # compile for every group size the cases hold, then race
+        from inference_server.fit.solver import FitSettings
+
+        for name in cases:
+            given = load_case(name, args.cases_dir) if args.cases_dir else None
+            t = time.perf_counter()
+            gt_cases.fit_case(body, name, FitSettings(compile=True), given=given)
+            print(f"compiled fit, first run on {name} (compiling included): {time.perf_counter() - t:.1f} s",
+                  flush=True)
     for name in cases:
         r = race(body, name, args.max_steps, args.cases_dir)
+        if args.compile:
+            c = compiled_run(body, name, args.cases_dir)
+            ratios["compiled"].append(r["ours"] / c["seconds"])
+            print(f"{name}: compiled {c['seconds']:.2f} s/person against {r['ours']:.2f} eager "
+                  f"({r['ours'] / c['seconds']:.2f}x), joints {c['cm']:.2f} cm", flush=True)
         text = []
         for kind, what in (("3d", "3D limb joints"), ("2d", "2D reprojection")):
             k = r[kind]
@@ -214,6 +247,8 @@ def main(argv=None) -> int:
             print("   baseline " + t, flush=True)
     for kind in ("3d", "2d"):
         print(f"speed-up ({kind} criterion), geometric mean: {statistics.geometric_mean(ratios[kind]):.1f}x")
+    if ratios["compiled"]:
+        print(f"compiled against eager, geometric mean: {statistics.geometric_mean(ratios['compiled']):.2f}x")
     if args.quality:
         print("\ncase | person | s | hidden cm | visible cm | Chamfer % | joints mean cm | joints max cm "
               "| height err cm | rest asym cm")

@@ -19,6 +19,10 @@ import threading
 import torch
 
 
+class CompileFailed(RuntimeError):
+    """torch.compile could not build the fit's evaluation (no C++ compiler, say)."""
+
+
 class Group:
     """Problems (solver._Problem, one per person) optimised together."""
 
@@ -28,28 +32,30 @@ class Group:
         self.body, self.sample = fitter.body, fitter._vertex_sample
         self._rest: dict = {}
 
-    def rest(self, dense: bool, with_shape: bool):
-        """The people's shaped rest bodies, batched: recomputed (differentiable in the shapes) on
-        shape steps, else the last one kept."""
+    def rest(self, dense: bool):
+        """The people's shaped rest bodies, batched, for steps that hold the shapes: computed
+        once (per round: run_lbfgs clears it) and kept."""
         key = "dense" if dense else "skeleton"
-        if with_shape or self._rest.get(key) is None:
+        if self._rest.get(key) is None:
             phen = torch.cat([p.phenotypes() for p in self.problems])
-            rs = self.body.rest_state(phen, sample=self.sample if dense else None)
-            self._rest[key] = rs.detach()
-            return rs if with_shape else self._rest[key]
+            self._rest[key] = self.body.rest_state(phen, sample=self.sample if dense else None).detach()
         return self._rest[key]
 
-    def losses(self, dense: bool, with_shape: bool = True) -> list[torch.Tensor]:
-        """Each person's loss, from one batched pass of the body."""
-        rs = self.rest(dense, with_shape)
-        rot = torch.cat([p.rotvecs() for p in self.problems])
-        if dense:
-            joints, sample = self.body.sampled(rs, rot, self.sample)
-            # The dense surface knows the depth better than the joint radii do.
-            return [p.keypoint_terms(joints[i], p.wt["lift_dense"]) + p.prior_terms()
-                    + p.surface_terms(p.to_camera(sample[i])) for i, p in enumerate(self.problems)]
-        joints = self.body.skeleton(rs, rot).joints
-        return [p.keypoint_terms(joints[i]) + p.prior_terms() for i, p in enumerate(self.problems)]
+    def losses(self, dense: bool, with_shape: bool = True, compiled: bool = False) -> list[torch.Tensor]:
+        """Each person's loss, from one batched pass of the body; ``compiled``: through the
+        torch.compile'd pass (FitSettings.compile; evaluations only: the correspondence passes,
+        which pick points with data-dependent shapes, stay eager)."""
+        rest = None if with_shape else self.rest(dense)
+        if compiled:
+            import torch._dynamo.exc
+
+            try:
+                return _compiled_pass()(self, dense, rest)
+            except torch._dynamo.exc.BackendCompilerFailed as exc:
+                raise CompileFailed(f"compiling the body fit failed ({type(exc.inner_exception).__name__}: "
+                                    f"{str(exc.inner_exception)[:300]}); torch.compile needs a C++ compiler "
+                                    f"on a CPU. Start the server without --fit-compile") from exc
+        return _body_pass(self, dense, rest)
 
     def run_lbfgs(self, iterations: int, dense: bool, rounds: int = 1, cancel=None,
                   shape_round: bool = False, shape: bool = True) -> list[int]:
@@ -75,10 +81,71 @@ class Group:
                     self.losses(dense, with_shape=False)  # pick the round's correspondences
             for p in self.problems:
                 p._step = 1
-            step = _Lockstep(self, [v for group in params for v in group], dense, shape, cancel)
+            step = _Lockstep(self, [v for group in params for v in group], dense, shape, cancel,
+                             compiled=self.problems[0].f.settings.compile)
             for i, n in enumerate(step.run([_lbfgs(group, iterations) for group in params])):
                 counts[i] += n
+            if step.compiled:
+                _COMPILED_SIZES.add(len(self.problems))
         return counts
+
+
+def _body_pass(group: Group, dense: bool, rest) -> list[torch.Tensor]:
+    """The evaluation proper: the people's bodies (shaped here, differentiably, when ``rest`` is
+    None), their joints and, when ``dense``, their sampled surfaces, then each person's terms.
+    Free of host reads and data-dependent shapes (a test traces it as one graph), which is what
+    compiling it, and capturing it on a GPU, needs."""
+    problems, body = group.problems, group.body
+    if rest is None:
+        phen = torch.cat([p.phenotypes() for p in problems])
+        rest = body.rest_state(phen, sample=group.sample if dense else None)
+    rot = torch.cat([p.rotvecs() for p in problems])
+    if dense:
+        joints, sample = body.sampled(rest, rot, group.sample)
+        # The dense surface knows the depth better than the joint radii do.
+        return [p.keypoint_terms(joints[i], p.wt["lift_dense"]) + p.prior_terms()
+                + p.surface_terms(p.to_camera(sample[i])) for i, p in enumerate(problems)]
+    joints = body.skeleton(rest, rot).joints
+    return [p.keypoint_terms(joints[i]) + p.prior_terms() for i, p in enumerate(problems)]
+
+
+_COMPILED = None
+_COMPILE_LOCK = threading.Lock()
+_COMPILED_SIZES: set[int] = set()  # group sizes this process has compiled the pass for
+
+
+def compiled_for(people: int) -> bool:
+    """Whether this process already compiled the pass for groups of ``people`` (else the next
+    compiled fit of that size spends a while compiling first)."""
+    return people in _COMPILED_SIZES
+
+
+def _compiled_pass():
+    """``_body_pass`` through torch.compile, made once per process. Dynamic shapes from the
+    start: people differ in their numbers of points and pixels, and a graph per person would
+    recompile every photo. Compiled code lands in the user's cache folder, so a later process
+    reuses it (compiling again then takes seconds, not minutes)."""
+    global _COMPILED
+    with _COMPILE_LOCK:
+        if _COMPILED is None:
+            _COMPILED = _make_compiled()
+    return _COMPILED
+
+
+def _make_compiled():
+    """torch.compile(_body_pass), its cache folder and limits set."""
+    import os
+
+    import torch._dynamo
+
+    # In the user's cache folder, not torch's default in /tmp: the compiled code outlives a reboot.
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(base, "sapiens_blender", "fit_compile"))
+
+    # Variants (stage x people per group x kind of depth) each hold a graph; the default
+    # limit of 8 would send the rest back to eager without a word.
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    return torch.compile(_body_pass, dynamic=True)
 
 
 def _lbfgs(params: list, iterations: int) -> torch.optim.LBFGS:
@@ -92,8 +159,9 @@ class _Lockstep:
     and gradients. Deterministic: every pass evaluates every person at its current variables,
     and a thread only touches its own variables while the others wait."""
 
-    def __init__(self, group: Group, params: list, dense: bool, shape: bool, cancel):
+    def __init__(self, group: Group, params: list, dense: bool, shape: bool, cancel, compiled: bool = False):
         self.group, self.params, self.dense, self.shape, self.cancel = group, params, dense, shape, cancel
+        self.compiled = compiled
         self.cv = threading.Condition()
         self.running: set[int] = set()
         self.asking: set[int] = set()
@@ -161,9 +229,7 @@ class _Lockstep:
                 self.cancel.check()
             for v in self.params:
                 v.grad = None
-            if self.shape:
-                self.group._rest = {}
-            losses = self.group.losses(self.dense, with_shape=self.shape)
+            losses = self.group.losses(self.dense, with_shape=self.shape, compiled=self.compiled)
             torch.stack(losses).sum().backward()
             self.answers = {i: losses[i].detach() for i in self.asking}
         except BaseException as exc:  # noqa: BLE001 - every waiting thread raises it

@@ -130,7 +130,8 @@ class BodyFitBackend(_BodyModelBackend):
     def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
                       cancel: CancelToken | None = None) -> dict[str, np.ndarray]:
         from .observations import ObservationError, observe
-        from .solver import FitSettings, fit_people
+        from .group import CompileFailed
+        from .solver import fit_people
 
         maps = self._check(inputs)
         people = parameters.get("people")
@@ -157,10 +158,19 @@ class BodyFitBackend(_BodyModelBackend):
                 skipped[pid] = str(exc)
         if not observations:
             raise BackendError("no person could be fitted: " + "; ".join(skipped.values()), 422)
-        out = fit_people(self._body, observations, FitSettings(), progress=progress, cancel=cancel)
+        try:
+            out = fit_people(self._body, observations, self.fit_settings(), progress=progress, cancel=cancel)
+        except CompileFailed as exc:
+            raise BackendError(str(exc), 500) from exc
         if skipped:
             out["skipped"] = np.array([f"person {k}: {v}" for k, v in skipped.items()])
         return out
+
+    def fit_settings(self):
+        """The fit's settings from the server's (defaults but for ``--fit-compile``)."""
+        from .solver import FitSettings
+
+        return FitSettings(compile=bool(getattr(self._settings, "fit_compile", False)))
 
     @staticmethod
     def _check(inputs: dict) -> dict:

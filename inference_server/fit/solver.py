@@ -38,7 +38,7 @@ from .bones import (BODY_BONES, BONE_EVIDENCE, BONE_PART, FINGER_BONES, HINGES, 
                     START_SIZES)
 from .body_model import BodyModel, rotvec_to_matrix
 from .correspondences import JOINT_NAMES
-from .group import Group
+from .group import Group, compiled_for
 from .observations import PersonObservation, class_index_of_vertices
 from .tensor_ops import charbonnier, vertex_normals
 
@@ -88,6 +88,10 @@ class FitSettings:
         "lift": 0.5, "lift_dense": 1.0, "prior": 1.0, "prior_seen": 0.03, "hinge": 1.0, "surface": 4.0,
         "inside": 0.5, "part": 0.2, "cover": 0.3})
     dtype: torch.dtype = torch.float32
+    # torch.compile the evaluation (group._body_pass): on this CPU a surface evaluation takes
+    # 2.8 instead of 6.2 ms, but the first fit of a process pays the compiling (about 2 min with
+    # a cold cache, 10 s warm), so it pays for batches, not for one photo (docs/body_fit.md).
+    compile: bool = False
 
 
 @dataclass
@@ -446,9 +450,9 @@ class _Problem:
         loss = loss + self.wt["inside"] * (inside / (self.scale * obs.grid_scale) * 100.0).pow(2).mean()
         pd = torch.nn.functional.grid_sample(self.part_dt, g, align_corners=False)[0, :, 0]  # [C,N]
         own = pd.gather(0, self.f._sample_class[None])[0]
-        ownf = own[facing] / (self.scale * obs.grid_scale) * 100.0
-        if len(ownf):
-            loss = loss + self.wt["part"] * charbonnier(ownf, 1.0).mean()
+        # Mean over the facing points, without selecting them (no data-dependent shapes).
+        own_cm = charbonnier(own / (self.scale * obs.grid_scale) * 100.0, 1.0) * facing
+        loss = loss + self.wt["part"] * own_cm.sum() / facing.sum().clamp_min(1)
         if self._cover_nn is None or self._step % self.f.settings.refresh_every == 0:
             # The nearest facing point, found without autograd (cdist's backward cost more than
             # the rest of the step) and, like the surface matches, held within a round (finding
@@ -573,8 +577,10 @@ def _fit_people(body, observations, settings, progress, cancel) -> dict:
         group = observations[i:i + size]
         if progress is not None:
             ids = ", ".join(str(o.person_id) for o in group)
+            first = " (compiling it first: minutes, once per server)" \
+                if settings.compile and not compiled_for(len(group)) else ""
             progress("fit", i / max(len(observations), 1),
-                     f"fitting the bod{'ies' if len(group) > 1 else 'y'} of person{'s' if len(group) > 1 else ''} {ids}")
+                     f"fitting the bod{'ies' if len(group) > 1 else 'y'} of person{'s' if len(group) > 1 else ''} {ids}{first}")
         fits += fitter.fit_group(group, cancel)
     if not fits:
         raise ValueError("no person to fit")

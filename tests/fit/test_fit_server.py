@@ -81,3 +81,17 @@ def test_fit_device_choice(monkeypatch):
             fit_device("cuda:0")
     assert SapiensSettings.from_env({"SAPIENS_FIT_DEVICE": "CUDA"}).fit_device == "cuda"
     assert SapiensSettings.from_env({}).fit_device == "auto"
+
+
+def test_fit_compile_setting():
+    """Off by default (compiling costs minutes once: for batches); the flag and its variable
+    turn it on, and the fit backend hands it to the fit's settings."""
+    from inference_server.__main__ import _model_settings, parse_args
+    from inference_server.backends.settings import SapiensSettings
+    from inference_server.fit.serving import BodyFitBackend
+
+    assert SapiensSettings.from_env({}).fit_compile is False
+    assert SapiensSettings.from_env({"SAPIENS_FIT_COMPILE": "1"}).fit_compile is True
+    assert _model_settings(parse_args(["--fit-compile"])).fit_compile is True
+    assert BodyFitBackend(_model_settings(parse_args([]))).fit_settings().compile is False
+    assert BodyFitBackend(SapiensSettings(fit_compile=True)).fit_settings().compile is True
