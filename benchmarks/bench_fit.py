@@ -137,15 +137,12 @@ def _joints_of(out: dict, person: int) -> dict:
 
 def race(body, name: str, max_steps: int, cases_dir: Path | None = None) -> dict:
     import gt_cases
-    import scoring
     from inference_server.fit.solver import FitSettings
 
     given = load_case(name, cases_dir) if cases_dir else None
     ours, _maps, bodies, wall = gt_cases.fit_case(body, name, given=given)
     reports = [json.loads(str(r)) for r in ours["reports"]]
-    names = scoring.LIMB_JOINTS[:6] if name == "half_body" else scoring.LIMB_JOINTS
-    ours_cm = [100 * float(scoring.joint_errors(_joints_of(ours, i), b.joints, names).mean())
-               for i, b in enumerate(bodies)]
+    names, ours_cm = _limb_cm(ours, bodies, name)
     monitor = _Race(bodies, ours_cm, [r["reprojection_px"] for r in reports], names)
     gt_cases.fit_case(body, name, FitSettings(plain=True, plain_steps=max_steps, plain_monitor=monitor),
                       given=given)
@@ -167,15 +164,23 @@ def race(body, name: str, max_steps: int, cases_dir: Path | None = None) -> dict
 def compiled_run(body, name: str, cases_dir: Path | None = None) -> dict:
     """The compiled fit's time per person (the report's, like ``race``) and joint error."""
     import gt_cases
-    import scoring
     from inference_server.fit.solver import FitSettings
 
     given = load_case(name, cases_dir) if cases_dir else None
     out, _maps, bodies, _wall = gt_cases.fit_case(body, name, FitSettings(compile=True), given=given)
     reports = [json.loads(str(r)) for r in out["reports"]]
+    return {"seconds": sum(r["seconds"] for r in reports) / len(bodies),
+            "cm": statistics.mean(_limb_cm(out, bodies, name)[1])}
+
+
+def _limb_cm(out: dict, bodies, name: str) -> tuple[tuple, list[float]]:
+    """(the limb joints scored, each person's mean error over them in cm); a half-body crop
+    scores its arms only."""
+    import scoring
+
     names = scoring.LIMB_JOINTS[:6] if name == "half_body" else scoring.LIMB_JOINTS
-    cm = [100 * float(scoring.joint_errors(_joints_of(out, i), b.joints, names).mean()) for i, b in enumerate(bodies)]
-    return {"seconds": sum(r["seconds"] for r in reports) / len(bodies), "cm": statistics.mean(cm)}
+    return names, [100 * float(scoring.joint_errors(_joints_of(out, i), b.joints, names).mean())
+                   for i, b in enumerate(bodies)]
 
 
 def main(argv=None) -> int:

@@ -24,12 +24,13 @@ class CompileFailed(RuntimeError):
 
 
 class Group:
-    """Problems (solver._Problem, one per person) optimised together."""
+    """Problems (problem.PersonProblem, one per person) optimised together."""
 
     def __init__(self, problems: list):
         self.problems = problems
         fitter = problems[0].f
         self.body, self.sample = fitter.body, fitter._vertex_sample
+        self.compiled = fitter.settings.compile
         self._rest: dict = {}
 
     def rest(self, dense: bool):
@@ -43,19 +44,10 @@ class Group:
 
     def losses(self, dense: bool, with_shape: bool = True, compiled: bool = False) -> list[torch.Tensor]:
         """Each person's loss, from one batched pass of the body; ``compiled``: through the
-        torch.compile'd pass (FitSettings.compile; evaluations only: the correspondence passes,
-        which pick points with data-dependent shapes, stay eager)."""
+        torch.compile'd pass (evaluations only: the correspondence passes, which pick points
+        with data-dependent shapes, stay eager)."""
         rest = None if with_shape else self.rest(dense)
-        if compiled:
-            import torch._dynamo.exc
-
-            try:
-                return _compiled_pass()(self, dense, rest)
-            except torch._dynamo.exc.BackendCompilerFailed as exc:
-                raise CompileFailed(f"compiling the body fit failed ({type(exc.inner_exception).__name__}: "
-                                    f"{str(exc.inner_exception)[:300]}); torch.compile needs a C++ compiler "
-                                    f"on a CPU. Start the server without --fit-compile") from exc
-        return _body_pass(self, dense, rest)
+        return (_compiled_pass() if compiled else _body_pass)(self, dense, rest)
 
     def run_lbfgs(self, iterations: int, dense: bool, rounds: int = 1, cancel=None,
                   shape_round: bool = False, shape: bool = True) -> list[int]:
@@ -81,12 +73,11 @@ class Group:
                     self.losses(dense, with_shape=False)  # pick the round's correspondences
             for p in self.problems:
                 p._step = 1
-            step = _Lockstep(self, [v for group in params for v in group], dense, shape, cancel,
-                             compiled=self.problems[0].f.settings.compile)
+            step = _Lockstep(self, [v for group in params for v in group], dense, shape, cancel)
             for i, n in enumerate(step.run([_lbfgs(group, iterations) for group in params])):
                 counts[i] += n
-            if step.compiled:
-                _COMPILED_SIZES.add(len(self.problems))
+            if self.compiled:
+                _COMPILED_VARIANTS.add(compile_variant([p.obs for p in self.problems]))
         return counts
 
 
@@ -111,13 +102,19 @@ def _body_pass(group: Group, dense: bool, rest) -> list[torch.Tensor]:
 
 _COMPILED = None
 _COMPILE_LOCK = threading.Lock()
-_COMPILED_SIZES: set[int] = set()  # group sizes this process has compiled the pass for
+_COMPILED_VARIANTS: set[tuple] = set()  # what this process has compiled the pass for
 
 
-def compiled_for(people: int) -> bool:
-    """Whether this process already compiled the pass for groups of ``people`` (else the next
-    compiled fit of that size spends a while compiling first)."""
-    return people in _COMPILED_SIZES
+def compile_variant(observations: list) -> tuple:
+    """What a compiled pass is specialised on: the number of people and each one's kind of
+    depth (metric, relative, none); other differences (numbers of points, pixels) are dynamic."""
+    return len(observations), tuple((o.metric, o.has_depth) for o in observations)
+
+
+def compiled_for(observations: list) -> bool:
+    """Whether this process already compiled the pass for such a group (else the next compiled
+    fit of it spends a while compiling first)."""
+    return compile_variant(observations) in _COMPILED_VARIANTS
 
 
 def _compiled_pass():
@@ -133,10 +130,12 @@ def _compiled_pass():
 
 
 def _make_compiled():
-    """torch.compile(_body_pass), its cache folder and limits set."""
+    """torch.compile(_body_pass), its cache folder and limits set; a compiler failure becomes
+    CompileFailed, with what to do."""
     import os
 
     import torch._dynamo
+    import torch._dynamo.exc
 
     # In the user's cache folder, not torch's default in /tmp: the compiled code outlives a reboot.
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -145,7 +144,17 @@ def _make_compiled():
     # Variants (stage x people per group x kind of depth) each hold a graph; the default
     # limit of 8 would send the rest back to eager without a word.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-    return torch.compile(_body_pass, dynamic=True)
+    compiled = torch.compile(_body_pass, dynamic=True)
+
+    def body_pass(group: Group, dense: bool, rest) -> list[torch.Tensor]:
+        try:
+            return compiled(group, dense, rest)
+        except torch._dynamo.exc.BackendCompilerFailed as exc:
+            inner = exc.inner_exception
+            raise CompileFailed(f"compiling the body fit failed ({type(inner).__name__}: {str(inner)[:300]}); "
+                                f"torch.compile needs a C++ compiler on a CPU. Start the server without "
+                                f"--fit-compile") from exc
+    return body_pass
 
 
 def _lbfgs(params: list, iterations: int) -> torch.optim.LBFGS:
@@ -159,9 +168,8 @@ class _Lockstep:
     and gradients. Deterministic: every pass evaluates every person at its current variables,
     and a thread only touches its own variables while the others wait."""
 
-    def __init__(self, group: Group, params: list, dense: bool, shape: bool, cancel, compiled: bool = False):
+    def __init__(self, group: Group, params: list, dense: bool, shape: bool, cancel):
         self.group, self.params, self.dense, self.shape, self.cancel = group, params, dense, shape, cancel
-        self.compiled = compiled
         self.cv = threading.Condition()
         self.running: set[int] = set()
         self.asking: set[int] = set()
@@ -229,7 +237,7 @@ class _Lockstep:
                 self.cancel.check()
             for v in self.params:
                 v.grad = None
-            losses = self.group.losses(self.dense, with_shape=self.shape, compiled=self.compiled)
+            losses = self.group.losses(self.dense, with_shape=self.shape, compiled=self.group.compiled)
             torch.stack(losses).sum().backward()
             self.answers = {i: losses[i].detach() for i in self.asking}
         except BaseException as exc:  # noqa: BLE001 - every waiting thread raises it

@@ -1,7 +1,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Small torch helpers the fit's terms share (solver, motion)."""
+"""Small torch helpers the fit's terms share (solver, problem, motion)."""
 
+import numpy as np
 import torch
+
+
+def to_numpy64(x: torch.Tensor) -> np.ndarray:
+    """float64 numpy copy of a tensor on any device (the closed-form steps are numpy)."""
+    return x.detach().double().cpu().numpy()
 
 
 def charbonnier(x: torch.Tensor, eps: float) -> torch.Tensor:

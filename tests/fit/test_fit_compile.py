@@ -6,6 +6,8 @@ reads or data-dependent shapes: torch's tracer proves that here, cheaply, for ev
 kind of depth. Then one real compiled fit (torch.compile and its C++ compiler, minutes of
 compiling on two cores) must give the eager fit's answer."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -14,16 +16,21 @@ import gt_cases
 pytestmark = [pytest.mark.slow]
 
 
+def _observations(maps):
+    from inference_server.fit.observations import observe
+
+    return [observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
+                    intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
+                    pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]
+
+
 def _group(body, maps):
     from inference_server.fit.group import Group
-    from inference_server.fit.observations import observe
-    from inference_server.fit.solver import BodyFitter, _Problem
+    from inference_server.fit.problem import PersonProblem
+    from inference_server.fit.solver import BodyFitter
 
     fitter = BodyFitter(body)
-    problems = [_Problem(fitter, observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
-                                         intrinsics=maps.intrinsics, keypoints=maps.keypoints,
-                                         depth=maps.depth, pointmap=maps.pointmap, metric=maps.metric))
-                for pid in maps.person_ids]
+    problems = [PersonProblem(fitter, obs) for obs in _observations(maps)]
     for p in problems:
         p.init_closed_form()
     return Group(problems)
@@ -62,10 +69,13 @@ def test_a_compiled_fit_gives_the_eager_answer(body, tmp_path_factory, monkeypat
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("fit_compile")))
     given = gt_cases.case("clean")
+    group = _observations(given[0])
+    assert not compiled_for(group)
     eager, _maps, bodies, _ = gt_cases.fit_case(body, "clean", FitSettings(), given=given)
     compiled, *_ = gt_cases.fit_case(body, "clean", FitSettings(compile=True), given=given)
     again, *_ = gt_cases.fit_case(body, "clean", FitSettings(compile=True), given=given)
-    assert compiled_for(1)
+    assert compiled_for(group)  # the progress stops announcing a compile
+    assert not compiled_for([dataclasses.replace(o, metric=False) for o in group])  # relative depth: its own graph
     assert np.array_equal(compiled["vertices"], again["vertices"])  # deterministic once compiled
     joints = {n: compiled["joints"][0][j] for j, n in enumerate(JOINT_NAMES)}
     assert scoring.joint_errors(joints, bodies[0].joints, scoring.LIMB_JOINTS).mean() < 0.01

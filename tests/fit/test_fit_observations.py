@@ -35,7 +35,8 @@ def test_the_limb_start_places_a_joint_over_a_hole_in_the_depth_by_its_part(body
 
     from inference_server.fit.correspondences import JOINT_NAMES
     from inference_server.fit.observations import observe
-    from inference_server.fit.solver import BodyFitter, _Problem
+    from inference_server.fit.problem import PersonProblem
+    from inference_server.fit.solver import BodyFitter
 
     maps, bodies = gt_cases._one("arms_raised", "average", -15.0)
     maps = scenes.degrade(maps, keypoint_px=3.0, depth_m=0.01, holes=3, seed=4)
@@ -44,7 +45,7 @@ def test_the_limb_start_places_a_joint_over_a_hole_in_the_depth_by_its_part(body
                   pointmap=maps.pointmap, metric=maps.metric)
     ankle = JOINT_NAMES.index("left_ankle")
     assert np.isnan(obs.lifted[ankle]) and obs.weights[ankle] > 0  # seen, but no depth there
-    prob = _Problem(BodyFitter(body), obs)
+    prob = PersonProblem(BodyFitter(body), obs)
     prob.init_closed_form()
     with torch.no_grad():
         joints = prob.to_camera(body.skeleton(prob.phenotypes(), prob.rotvecs()).joints[0]).double().numpy()
