@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .correspondences import JOINT_NAMES, JOINT_SOURCES, part_of_bone, part_names
+from .phenotype_basis import PhenotypeBasis
 
 FORMAT_VERSION = 1  # bump when any template array's meaning changes
 PHENOTYPE_NAMES = ("gender", "age", "muscle", "weight", "height", "proportions")
@@ -129,6 +130,8 @@ class BodyModel:
         self._tmpl_sub = anny_model.template_vertices[used].to(device, dtype)
         self._w_sub = self._dense_weights(used)
         self._joint_plan = self._plan_joints()
+        # anny's phenotype -> coefficient map in a dozen operations (None: anny's own is used)
+        self._phenotype_basis = PhenotypeBasis.of(anny_model)
 
     def _dense_weights(self, vertices: torch.Tensor | None = None) -> torch.Tensor:
         """Skin weights as a dense [V,B] matrix (of ``vertices``, else all), on the model's device:
@@ -205,6 +208,8 @@ class BodyModel:
     # --- forward passes --------------------------------------------------------------------
     def shape_coefficients(self, phenotypes: torch.Tensor) -> torch.Tensor:
         """[P,6] phenotypes in [0,1] -> anny's blendshape coefficients."""
+        if self._phenotype_basis is not None:
+            return self._phenotype_basis(phenotypes)
         m = self.anny
         p = phenotypes.shape[0]
         empty = torch.zeros((p, 0), dtype=phenotypes.dtype, device=phenotypes.device)

@@ -91,13 +91,14 @@ def _body_pass(group: Group, dense: bool, rest) -> list[torch.Tensor]:
         phen = torch.cat([p.phenotypes() for p in problems])
         rest = body.rest_state(phen, sample=group.sample if dense else None)
     rot = torch.cat([p.rotvecs() for p in problems])
+    places = [p.placement() for p in problems]  # once per pass: each is a Rodrigues formula
     if dense:
         joints, sample = body.sampled(rest, rot, group.sample)
         # The dense surface knows the depth better than the joint radii do.
-        return [p.keypoint_terms(joints[i], p.wt["lift_dense"]) + p.prior_terms()
-                + p.surface_terms(p.to_camera(sample[i])) for i, p in enumerate(problems)]
+        return [p.keypoint_terms(joints[i], p.wt["lift_dense"], places[i]) + p.prior_terms()
+                + p.surface_terms(p.to_camera(sample[i], places[i])) for i, p in enumerate(problems)]
     joints = body.skeleton(rest, rot).joints
-    return [p.keypoint_terms(joints[i]) + p.prior_terms() for i, p in enumerate(problems)]
+    return [p.keypoint_terms(joints[i], placement=places[i]) + p.prior_terms() for i, p in enumerate(problems)]
 
 
 _COMPILED = None

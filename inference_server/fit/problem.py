@@ -91,8 +91,9 @@ class PersonProblem:
     def placement(self) -> tuple[torch.Tensor, torch.Tensor]:
         return rotvec_to_matrix(self.root_rot) @ self.r0, self.t0 + self.root_t
 
-    def to_camera(self, x: torch.Tensor) -> torch.Tensor:
-        r, t = self.placement()
+    def to_camera(self, x: torch.Tensor, placement=None) -> torch.Tensor:
+        """``placement``: (r, t) when the caller has it already (one per evaluation)."""
+        r, t = placement if placement is not None else self.placement()
         return x @ r.T + t
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
@@ -186,8 +187,8 @@ class PersonProblem:
         self.t0 = torch.as_tensor(t, dtype=self.dt, device=self.dev)
 
     # --- terms ---------------------------------------------------------------------------
-    def keypoint_terms(self, joints_model: torch.Tensor, lift: float = 1.0) -> torch.Tensor:
-        cam = self.to_camera(joints_model)
+    def keypoint_terms(self, joints_model: torch.Tensor, lift: float = 1.0, placement=None) -> torch.Tensor:
+        cam = self.to_camera(joints_model, placement)
         px = self.project(cam)
         r = (px - self.kp).norm(dim=-1) / self.scale * 100.0  # % of the person's size
         loss = (self.w * charbonnier(r, 1.0)).sum() / self.w.sum().clamp_min(1e-6)

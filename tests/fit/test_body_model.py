@@ -46,6 +46,35 @@ def test_pruned_regressor_moves_the_joints_under_half_a_millimetre(body):
     assert len(body._reg_vertices) < 0.3 * len(body.anny.template_vertices)
 
 
+def test_phenotype_basis_gives_annys_coefficients_and_gradients(body):
+    """The fit's phenotype -> blendshape map (a dozen operations) against anny's own (~250): on
+    anchors (the fit starts on one, 0.5), at the ends, inside and outside the range."""
+    import copy
+
+    from inference_server.fit.phenotype_basis import PhenotypeBasis
+
+    m = body.anny
+    assert body._phenotype_basis is not None  # the fast map is the one in use
+    g = torch.Generator().manual_seed(5)
+    phen = torch.rand((40, 6), generator=g)
+    phen[:4] = torch.tensor([[0.0] * 6, [1.0] * 6, [0.5] * 6, [1 / 3, 2 / 3, 0.25, 0.75, 0.5, 0.0]])
+    phen[4:8] += torch.randn((4, 6), generator=g)  # past the ends: clamped, as anny does
+    ours, theirs = phen.clone().requires_grad_(), phen.clone().requires_grad_()
+    empty = torch.zeros((len(phen), 0))
+    expected = m._get_phenotype_blendshape_coefficients(theirs, empty, empty)
+    got = body.shape_coefficients(ours)
+    assert torch.allclose(got, expected, rtol=1e-5, atol=1e-6), float((got - expected).abs().max())
+    weights = torch.randn(expected.shape, generator=g)
+    (expected * weights).sum().backward()
+    (got * weights).sum().backward()
+    assert theirs.grad.abs().sum() > 0
+    assert torch.allclose(ours.grad, theirs.grad, rtol=1e-4, atol=1e-5), float((ours.grad - theirs.grad).abs().max())
+    # An anny that does something else (here: extrapolating past the anchors) keeps its own map.
+    other = copy.copy(m)
+    other.extrapolate_phenotypes = True
+    assert PhenotypeBasis.of(other) is None
+
+
 def test_surface_sample_pass_gives_the_full_pass_vertices(body):
     rot, phen = _random_people(body)
     sample = body.vertex_sample(torch.arange(0, len(body.anny.template_vertices), 7))
