@@ -81,14 +81,12 @@ class _BodyModelBackend(base.Backend):
         if self._body is not None:
             return
         try:
-            import torch  # noqa: F401
+            import torch
 
             from .body_model import BodyModel
         except ImportError as exc:
             raise BackendError(f"the body fit needs torch and anny in the server's environment "
                                f"(pip install '.[fit]'): {exc}") from None
-        import torch
-
         torch.set_grad_enabled(True)
         device = "cpu"
         if self.on_fit_device:
