@@ -16,13 +16,14 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from .correspondences import JOINT_NAMES, JOINT_SOURCES, part_of_bone, part_names
+from .kinematics import Chain
 from .phenotype_basis import PhenotypeBasis
 
 FORMAT_VERSION = 1  # bump when any template array's meaning changes
@@ -68,11 +69,18 @@ class RestState:
     subset: torch.Tensor  # rest positions of the skeleton pass's vertices
     vertices: torch.Tensor | None = None
     sample: torch.Tensor | None = None  # rest positions of a VertexSample's vertices
+    inverse: torch.Tensor | None = None  # P^-1 and P_p^-1 P_c [P,B,4,4]: kinematics.Chain's
+    relative: torch.Tensor | None = None
+
+    def _map(self, fn) -> "RestState":
+        return RestState(*(None if x is None else fn(x) for x in (getattr(self, f.name) for f in fields(self))))
 
     def detach(self) -> "RestState":
-        d = lambda x: None if x is None else x.detach()  # noqa: E731
-        return RestState(*(d(getattr(self, f)) for f in ("coeffs", "heads", "tails", "poses", "subset",
-                                                         "vertices", "sample")))
+        return self._map(lambda x: x.detach())
+
+    def expand(self, n: int) -> "RestState":
+        """One person's rest body repeated ``n`` times (views, no copies)."""
+        return self._map(lambda x: x.expand(n, *x.shape[1:]))
 
 
 @dataclass
@@ -132,6 +140,7 @@ class BodyModel:
         self._joint_plan = self._plan_joints()
         # anny's phenotype -> coefficient map in a dozen operations (None: anny's own is used)
         self._phenotype_basis = PhenotypeBasis.of(anny_model)
+        self._chain = Chain(anny_model.kinematic_chain_levels, anny_model.kinematic_chain_indices, device)
 
     def _dense_weights(self, vertices: torch.Tensor | None = None) -> torch.Tensor:
         """Skin weights as a dense [V,B] matrix (of ``vertices``, else all), on the model's device:
@@ -251,23 +260,14 @@ class BodyModel:
     def _rest_subset(self, coeffs: torch.Tensor) -> torch.Tensor:
         return self._tmpl_sub[None] + torch.einsum("csd,pc->psd", self._bs_sub, coeffs)
 
-    def pose_bones(self, rest_poses: torch.Tensor, rotvecs: torch.Tensor):
+    def pose_bones(self, rest: "RestState", rotvecs: torch.Tensor):
         """(transforms, bone_poses) [P,B,4,4] for per-bone rotation vectors [P,B,3].
 
         Each rotation is in the bone's own rest frame, relative to its parent (Blender's pose-bone
         rotation): W_c = W_p (P_p^-1 P_c) R_c, so zero rotations give exactly the rest pose.
         The root stays at rest: the placement in the camera is separate.
         """
-        from anny.utils import kinematics
-
-        p, b = rotvecs.shape[:2]
-        delta = torch.zeros((p, b, 4, 4), dtype=rotvecs.dtype, device=rotvecs.device)
-        delta[..., :3, :3] = rotvec_to_matrix(rotvecs)
-        delta[..., 3, 3] = 1.0
-        delta = torch.cat([rest_poses[:, :1], delta[:, 1:]], 1)
-        m = self.anny
-        return kinematics.forward_kinematic((m.kinematic_chain_levels, m.kinematic_chain_indices),
-                                            rest_poses, delta, "local-bone", None)
+        return self._chain.pose(rest.poses, rest.inverse, rest.relative, rotvec_to_matrix(rotvecs))
 
     def _joints(self, reg_points: torch.Tensor, heads: torch.Tensor, tails: torch.Tensor,
                 transforms: torch.Tensor) -> torch.Tensor:
@@ -300,13 +300,14 @@ class BodyModel:
         rest_sample = None
         if sample is not None:
             rest_sample = sample.template[None] + torch.einsum("csd,pc->psd", sample.blendshapes, coeffs)
-        return RestState(coeffs, heads, tails, poses, rest_sub, rest_vertices, rest_sample)
+        return RestState(coeffs, heads, tails, poses, rest_sub, rest_vertices, rest_sample,
+                         *self._chain.rest_factors(poses))
 
     def skeleton(self, phenotypes, rotvecs: torch.Tensor) -> Skeleton:
         """Joints without skinning the mesh: the cheap pass of the keypoint stages.
         ``phenotypes`` [P,6], or a RestState to reuse."""
         rs = phenotypes if isinstance(phenotypes, RestState) else self.rest_state(phenotypes)
-        transforms, poses = self.pose_bones(rs.poses, rotvecs)
+        transforms, poses = self.pose_bones(rs, rotvecs)
         blended = torch.einsum("sb,pbij->psij", self._w_sub, transforms[..., :3, :])  # [P,S,3,4]
         skinned = (blended[..., :3] @ rs.subset[..., None])[..., 0] + blended[..., 3]
         reg = torch.einsum("js,psd->pjd", self._reg_weights, skinned)
@@ -316,7 +317,7 @@ class BodyModel:
         """(joints [P,J,3], the posed vertices of ``sample`` [P,S,3]) without skinning the rest
         of the mesh: the surface terms read a fixed subsample, so only it is skinned. ``rest``
         made with this ``sample``."""
-        transforms, _poses = self.pose_bones(rest.poses, rotvecs)
+        transforms, _poses = self.pose_bones(rest, rotvecs)
         blend = lambda w: torch.einsum("sb,pbij->psij", w, transforms[..., :3, :])  # noqa: E731
         tb = blend(self._w_sub)
         skinned = (tb[..., :3] @ rest.subset[..., None])[..., 0] + tb[..., 3]
@@ -330,7 +331,7 @@ class BodyModel:
         """The whole body: vertices, rest vertices, bones, joints (model frame).
         ``phenotypes`` [P,6], or a RestState made ``with_vertices`` to reuse."""
         rs = phenotypes if isinstance(phenotypes, RestState) else self.rest_state(phenotypes, True)
-        transforms, poses = self.pose_bones(rs.poses, rotvecs)
+        transforms, poses = self.pose_bones(rs, rotvecs)
         vertices = self.anny.get_skinned_vertices(rs.vertices, transforms)
         reg = torch.einsum("js,psd->pjd", self._reg_weights, vertices[:, self._reg_vertices])
         joints = self._joints(reg, rs.heads, rs.tails, transforms)

@@ -304,10 +304,7 @@ class _Driver:
         with torch.no_grad():
             rot = self.ref_rot.expand(self.t_len, -1, -1).clone()
             rot[:, self.free] = free
-            rest = self.rest
-            batch = type(rest)(*(None if x is None else x.expand(self.t_len, *x.shape[1:])
-                                 for x in (rest.coeffs, rest.heads, rest.tails, rest.poses, rest.subset, rest.vertices)))
-            sk = self.body.skeleton(batch, rot)
+            sk = self.body.skeleton(self.rest.expand(self.t_len), rot)
             r = rotvec_to_matrix(rrot) @ self.ref_r  # [T,3,3]
             t = self.ref_t + trans + ((self.ref_r - r) @ self.centre[:, None])[..., 0]
             joints = (r[:, None] @ sk.joints[..., None])[..., 0] + t[:, None]

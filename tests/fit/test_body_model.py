@@ -75,6 +75,34 @@ def test_phenotype_basis_gives_annys_coefficients_and_gradients(body):
     assert PhenotypeBasis.of(other) is None
 
 
+def test_forward_kinematics_is_annys(body):
+    """The fit's chain (one matmul per depth level, rest factors kept with the rest body) gives
+    anny's 'local-bone' forward kinematics, values and gradients, root at rest."""
+    from anny.utils import kinematics
+
+    from inference_server.fit.body_model import rotvec_to_matrix
+
+    m = body.anny
+    rot, phen = _random_people(body, n=3, seed=7)
+    rot, phen = rot.requires_grad_(), phen.requires_grad_()
+    rest = body.rest_state(phen)
+    transforms, poses = body.pose_bones(rest, rot)
+    delta = torch.zeros(rot.shape[:2] + (4, 4))
+    delta[..., :3, :3] = rotvec_to_matrix(rot)
+    delta[..., 3, 3] = 1.0
+    delta = torch.cat([rest.poses[:, :1], delta[:, 1:]], 1)
+    theirs = kinematics.forward_kinematic((m.kinematic_chain_levels, m.kinematic_chain_indices), rest.poses,
+                                          delta, "local-bone", None)
+    assert torch.allclose(transforms, theirs[0], atol=1e-5)
+    assert torch.allclose(poses, theirs[1], atol=1e-5)
+    assert torch.allclose(poses[:, 0], rest.poses[:, 0])  # the root at rest whatever its rotation
+    weights = torch.randn(poses.shape, generator=torch.Generator().manual_seed(1))
+    ours = torch.autograd.grad(((transforms + poses) * weights).sum(), (rot, phen), retain_graph=True)
+    expected = torch.autograd.grad(((theirs[0] + theirs[1]) * weights).sum(), (rot, phen))
+    for a, b in zip(ours, expected):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-4 * float(b.abs().max())), float((a - b).abs().max())
+
+
 def test_surface_sample_pass_gives_the_full_pass_vertices(body):
     rot, phen = _random_people(body)
     sample = body.vertex_sample(torch.arange(0, len(body.anny.template_vertices), 7))
