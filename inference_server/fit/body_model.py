@@ -140,7 +140,7 @@ class BodyModel:
         self._joint_plan = self._plan_joints()
         # anny's phenotype -> coefficient map in a dozen operations (None: anny's own is used)
         self._phenotype_basis = PhenotypeBasis.of(anny_model)
-        self._chain = Chain(anny_model.kinematic_chain_levels, anny_model.kinematic_chain_indices, device)
+        self._chain = Chain(anny_model.kinematic_chain_levels, anny_model.kinematic_chain_indices, device, dtype)
 
     def _dense_weights(self, vertices: torch.Tensor | None = None) -> torch.Tensor:
         """Skin weights as a dense [V,B] matrix (of ``vertices``, else all), on the model's device:

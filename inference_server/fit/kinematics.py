@@ -18,11 +18,11 @@ import torch
 class Chain:
     """anny's bone hierarchy in depth order: each level's parents lie in the level before it."""
 
-    def __init__(self, levels, indices, device):
+    def __init__(self, levels, indices, device, dtype: torch.dtype = torch.float32):
         local, order, inverse, parent = (t.to(device) for t in indices)
         self.order, self.inverse, self.parent = order, inverse, parent
         self.levels = [(first, last, local[first:last]) for first, last in levels[1:]]
-        self._corner = torch.zeros((4, 4), device=device)
+        self._corner = torch.zeros((4, 4), dtype=dtype, device=device)  # the 1 of homogeneous matrices
         self._corner[3, 3] = 1.0
 
     def rest_factors(self, rest_poses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -37,7 +37,7 @@ class Chain:
              rotations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(transforms T, poses W) [P,B,4,4] for per-bone rotations [P,B,3,3] (the root's
         ignored: it stays at rest)."""
-        delta = torch.nn.functional.pad(rotations, (0, 1, 0, 1)) + self._corner.to(rotations.dtype)
+        delta = torch.nn.functional.pad(rotations, (0, 1, 0, 1)) + self._corner
         local = (relative @ delta)[:, self.order]
         poses = [rest_poses[:, :1]]
         for first, last, parents in self.levels:

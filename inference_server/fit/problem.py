@@ -206,7 +206,7 @@ class PersonProblem:
         loss = (self.prior[:, None] * free ** 2).sum() * 0.5 * self.wt["prior"]
         # Twist (about each bone's own Y) is rare: held harder.
         loss = loss + 2.0 * (free[:, 1] ** 2).sum()
-        hinge = self.rotvecs()[0, self.f._hinges]
+        hinge = free[self.f._hinges]
         # Knees and elbows do not bend backwards (beyond a little slack).
         loss = loss + self.wt["hinge"] * 20.0 * (torch.relu(-hinge[:, 0] - 0.15) ** 2).sum()
         if self.f.settings.fingers:
@@ -299,10 +299,11 @@ class PersonProblem:
         """The baseline's loss: the same terms on the whole mesh, its shape recomputed every step
         (the staged fit's evaluations are group.Group's)."""
         out = self.f.body.full(self.f.body.rest_state(self.phenotypes(), with_vertices=True), self.rotvecs())
-        verts = self.to_camera(out["vertices"][0])
+        place = self.placement()
+        verts = self.to_camera(out["vertices"][0], place)
         with torch.no_grad():
             self._normals = vertex_normals(verts, self.f._faces)[self.f._sample]
-        return self.keypoint_terms(out["joints"][0], self.wt["lift_dense"]) + self.prior_terms() + \
+        return self.keypoint_terms(out["joints"][0], self.wt["lift_dense"], place) + self.prior_terms() + \
             self.surface_terms(verts[self.f._sample])
 
     def run_plain(self, max_steps: int, target_px: float | None, cancel=None, monitor=None,

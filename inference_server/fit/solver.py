@@ -104,7 +104,9 @@ class BodyFitter:
         names = body.bone_names
         self.device = dev = body.device  # the fit runs where the body model lives (cpu or cuda)
         index = lambda bones: torch.tensor([body.bone_index[b] for b in bones], dtype=torch.long, device=dev)  # noqa: E731
-        self._free, self._fingers, self._hinges = index(BODY_BONES), index(FINGER_BONES), index(HINGES)
+        self._free, self._fingers = index(BODY_BONES), index(FINGER_BONES)
+        # knees and elbows, as rows of the free bones' rotations (the prior reads them there)
+        self._hinges = torch.tensor([BODY_BONES.index(b) for b in HINGES], dtype=torch.long, device=dev)
         self.nbones = len(names)
         t = body.template()
         self._faces = torch.as_tensor(t["faces"].astype(np.int64), device=dev)
