@@ -1,9 +1,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Test backend served with ``--backend-module ellipsoid_backend``: the synthetic ellipsoid
 person of synthetic_scene.py at the decoded photo's size (numpy only, no weights), so
-`build PHOTO` and `batch` can be tested through a real server."""
+`build PHOTO` and `batch` can be tested through a real server. ``ELLIPSOID_ANALYSIS_DELAY_S``
+makes each analysis take that long (a test that interrupts a batch mid-run needs one)."""
 
 from __future__ import annotations
+
+import os
+import time
 
 import numpy as np
 
@@ -15,6 +19,7 @@ class EllipsoidPerson(base.LightweightBackend):
     name = "ellipsoid"
 
     def analyze(self, image, options, progress=base.no_progress, cancel=None):
+        time.sleep(float(os.environ.get("ELLIPSOID_ANALYSIS_DELAY_S", "0")))
         h, w = image.shape[:2]
         maps = ellipsoid_maps(w, h, intrinsics(w, h, fx=150 * w / 128))
         out = maps.to_arrays()
