@@ -3,8 +3,8 @@
 
 An evaluation of the fit is bound by the number of small tensor operations, not by their size:
 skinning four bodies costs about what skinning one does. So the people of a photo share each
-evaluation: their rest bodies, bones, skinning and joints are one batched pass, while each keeps
-its own terms (keypoints, priors, surface).
+evaluation: their rest bodies, bones, skinning and joints are one batched pass, and so are their
+terms (terms.GroupTerms), each person's loss its own row.
 
 Each person keeps its own L-BFGS (its own curvature history and line search: one L-BFGS on
 everyone's variables needed ~30 % more iterations for the same joints), each on a thread of its
@@ -17,6 +17,8 @@ from __future__ import annotations
 import threading
 
 import torch
+
+from .terms import GroupTerms
 
 
 class CompileFailed(RuntimeError):
@@ -31,6 +33,7 @@ class Group:
         fitter = problems[0].f
         self.body, self.sample = fitter.body, fitter._vertex_sample
         self.compiled = fitter.settings.compile
+        self.terms = None  # made by run_lbfgs, once the starts are set
         self._rest: dict = {}
 
     def rest(self, dense: bool):
@@ -42,12 +45,25 @@ class Group:
             self._rest[key] = self.body.rest_state(phen, sample=self.sample if dense else None).detach()
         return self._rest[key]
 
-    def losses(self, dense: bool, with_shape: bool = True, compiled: bool = False) -> list[torch.Tensor]:
-        """Each person's loss, from one batched pass of the body; ``compiled``: through the
-        torch.compile'd pass (evaluations only: the correspondence passes, which pick points
-        with data-dependent shapes, stay eager)."""
+    def losses(self, dense: bool, with_shape: bool = True, compiled: bool = False) -> torch.Tensor:
+        """Each person's loss [P], from one batched pass; ``compiled``: through the
+        torch.compile'd pass. A dense evaluation needs the round's correspondences
+        (pick_correspondences: eager, they pick points with data-dependent shapes)."""
+        if self.terms is None:
+            self.terms = GroupTerms(self.problems)
         rest = None if with_shape else self.rest(dense)
         return (_compiled_pass() if compiled else _body_pass)(self, dense, rest)
+
+    def pick_correspondences(self) -> None:
+        """A surface round's matches, from the people's current bodies (shapes held)."""
+        if self.terms is None:
+            self.terms = GroupTerms(self.problems)
+        with torch.no_grad():
+            rot = torch.cat([p.rotvecs() for p in self.problems])
+            _joints, sample = self.body.sampled(self.rest(True), rot, self.sample)
+            for i, p in enumerate(self.problems):
+                p.pick_correspondences(p.to_camera(sample[i]))
+        self.terms.new_round()
 
     def run_lbfgs(self, iterations: int, dense: bool, rounds: int = 1, cancel=None,
                   shape_round: bool = False, shape: bool = True) -> list[int]:
@@ -62,17 +78,13 @@ class Group:
             else:
                 params.append([v for g in p._params(dense) for v in g["params"] if shape or v is not p.shape_logit])
         counts = [0] * len(self.problems)
+        self.terms = GroupTerms(self.problems)  # the placements' closed-form parts are set by now
         for _ in range(rounds):
             for p in self.problems:
                 p._nn = p._cover_nn = p._normals = None
             self._rest = {}
             if dense:
-                for p in self.problems:
-                    p._step = 0
-                with torch.no_grad():
-                    self.losses(dense, with_shape=False)  # pick the round's correspondences
-            for p in self.problems:
-                p._step = 1
+                self.pick_correspondences()
             step = _Lockstep(self, [v for group in params for v in group], dense, shape, cancel)
             for i, n in enumerate(step.run([_lbfgs(group, iterations) for group in params])):
                 counts[i] += n
@@ -81,24 +93,20 @@ class Group:
         return counts
 
 
-def _body_pass(group: Group, dense: bool, rest) -> list[torch.Tensor]:
+def _body_pass(group: Group, dense: bool, rest) -> torch.Tensor:
     """The evaluation proper: the people's bodies (shaped here, differentiably, when ``rest`` is
-    None), their joints and, when ``dense``, their sampled surfaces, then each person's terms.
-    Free of host reads and data-dependent shapes (a test traces it as one graph), which is what
-    compiling it, and capturing it on a GPU, needs."""
-    problems, body = group.problems, group.body
+    None), their joints and, when ``dense``, their sampled surfaces, then their terms; each
+    person's loss [P]. Free of host reads and data-dependent shapes (a test traces it as one
+    graph), which is what compiling it, and capturing it on a GPU, needs."""
+    terms, body = group.terms, group.body
+    v = terms.variables()
     if rest is None:
-        phen = torch.cat([p.phenotypes() for p in problems])
-        rest = body.rest_state(phen, sample=group.sample if dense else None)
-    rot = torch.cat([p.rotvecs() for p in problems])
-    places = [p.placement() for p in problems]  # once per pass: each is a Rodrigues formula
+        rest = body.rest_state(v.phenotypes, sample=group.sample if dense else None)
     if dense:
-        joints, sample = body.sampled(rest, rot, group.sample)
+        joints, sample = body.sampled(rest, v.rotvecs, group.sample)
         # The dense surface knows the depth better than the joint radii do.
-        return [p.keypoint_terms(joints[i], p.wt["lift_dense"], places[i]) + p.prior_terms()
-                + p.surface_terms(p.to_camera(sample[i], places[i])) for i, p in enumerate(problems)]
-    joints = body.skeleton(rest, rot).joints
-    return [p.keypoint_terms(joints[i], placement=places[i]) + p.prior_terms() for i, p in enumerate(problems)]
+        return terms.keypoints(joints, v, terms.wt["lift_dense"]) + terms.priors(v) + terms.surface(sample, v)
+    return terms.keypoints(body.skeleton(rest, v.rotvecs).joints, v) + terms.priors(v)
 
 
 _COMPILED = None
@@ -239,7 +247,7 @@ class _Lockstep:
             for v in self.params:
                 v.grad = None
             losses = self.group.losses(self.dense, with_shape=self.shape, compiled=self.group.compiled)
-            torch.stack(losses).sum().backward()
+            losses.sum().backward()
             self.answers = {i: losses[i].detach() for i in self.asking}
         except BaseException as exc:  # noqa: BLE001 - every waiting thread raises it
             self.error = exc

@@ -16,7 +16,7 @@ from .bones import BODY_BONES, BONE_EVIDENCE, BONE_PART, FINGER_BONES, LIMB_CHAI
 from .body_model import rotvec_to_matrix
 from .correspondences import JOINT_NAMES
 from .observations import PersonObservation
-from .tensor_ops import charbonnier, to_numpy64, vertex_normals
+from .tensor_ops import to_numpy64, vertex_normals
 
 
 class PersonProblem:
@@ -49,11 +49,10 @@ class PersonProblem:
         self._matched = None
         self.allowed_dt = real(obs.allowed_dt)[None, None]
         self.part_dt = real(obs.part_dt)[None]
-        self.cover_px, self.cover_w = real(obs.cover_pixels), real(obs.cover_weights)
+        self.cover_px = real(obs.cover_pixels)
         self.scale = max(obs.scale_px, 1.0)
         self._nn = None
         self._cover_nn = None  # per silhouette pixel, the nearest facing sample vertex
-        self._step = 0
         self._normals = None
         # Pose prior per free bone: light where keypoints see the bone, heavy where none does.
         seen = {n for n, wj in zip(JOINT_NAMES, obs.weights) if wj > 0}
@@ -186,102 +185,34 @@ class PersonProblem:
         self.r0 = torch.as_tensor(r, dtype=self.dt, device=self.dev)
         self.t0 = torch.as_tensor(t, dtype=self.dt, device=self.dev)
 
-    # --- terms ---------------------------------------------------------------------------
-    def keypoint_terms(self, joints_model: torch.Tensor, lift: float = 1.0, placement=None) -> torch.Tensor:
-        cam = self.to_camera(joints_model, placement)
-        px = self.project(cam)
-        r = (px - self.kp).norm(dim=-1) / self.scale * 100.0  # % of the person's size
-        loss = (self.w * charbonnier(r, 1.0)).sum() / self.w.sum().clamp_min(1e-6)
-        if self.obs.has_depth:
-            surface = self.lifted * (self.depth_scale if not self.obs.metric else 1.0) + \
-                (self.depth_shift if not self.obs.metric else 0.0)
-            gap = (cam[:, 2] - self.radius - surface) * 100.0  # cm; > 0 behind the seen surface
-            two = torch.where(self.two_sided, charbonnier(gap, 2.0), torch.relu(-gap) ** 2 / 4.0)
-            m = self.has_lift.to(self.dt) * self.w
-            loss = loss + lift * self.wt["lift"] * (m * two).sum() / m.sum().clamp_min(1e-6)
-        return loss
-
-    def prior_terms(self) -> torch.Tensor:
-        free = self.pose_free
-        loss = (self.prior[:, None] * free ** 2).sum() * 0.5 * self.wt["prior"]
-        # Twist (about each bone's own Y) is rare: held harder.
-        loss = loss + 2.0 * (free[:, 1] ** 2).sum()
-        hinge = free[self.f._hinges]
-        # Knees and elbows do not bend backwards (beyond a little slack).
-        loss = loss + self.wt["hinge"] * 20.0 * (torch.relu(-hinge[:, 0] - 0.15) ** 2).sum()
-        if self.f.settings.fingers:
-            loss = loss + 0.5 * (self.finger_prior[:, None] * self.pose_fingers ** 2).sum()
-        # Shapes inside anny's range already (sigmoid); a light pull to the average.
-        loss = loss + 0.02 * ((self.shape_logit * self.f.shape_scale) ** 2).sum()
-        # Photos show children and adults: past a young adult, "age" mostly bends the rest posture,
-        # which the pose can mimic; keep it from trading off against height.
-        age = self.phenotypes()[0, 1]
-        loss = loss + 50.0 * torch.relu(age - 0.55) ** 2
-        return loss
-
-    def surface_terms(self, sample: torch.Tensor) -> torch.Tensor:
-        """``sample``: the posed subsample of the mesh (camera frame). Its normals (which side is
-        outside, which points face the camera) are taken once per round, from the whole mesh."""
-        obs = self.obs
-        if self._normals is None:
-            with torch.no_grad():
+    # --- correspondences (the terms are terms.GroupTerms') -----------------------------------
+    def pick_correspondences(self, sample: torch.Tensor) -> None:
+        """The round's matches, held until the next round (ICP): ``sample`` the posed mesh
+        subsample in the camera frame. The normals (which side is outside, which points face
+        the camera) are taken from the whole mesh when the round has none yet."""
+        with torch.no_grad():
+            if self._normals is None:
                 out = self.f.body.full(self.phenotypes(), self.rotvecs())
-                verts = self.to_camera(out["vertices"][0])
-                self._normals = vertex_normals(verts, self.f._faces)[self.f._sample]
-        normals = self._normals
-        loss = torch.zeros((), dtype=self.dt, device=self.dev)
-        facing = (normals * sample.detach()).sum(-1) < 0  # towards the camera
-        if obs.has_depth and len(self.points):
-            pts = self.points
-            if not obs.metric:
-                z = pts[:, 2] * self.depth_scale + self.depth_shift
-                ratio = z / pts[:, 2].clamp_min(1e-6)
-                pts = pts * ratio[:, None]
-            if self._nn is None or self._step % self.f.settings.refresh_every == 0:
-                with torch.no_grad():
-                    # Each point matches the nearest facing vertex of a part its label allows
-                    # (a forearm's points pull the forearm, not the chest it hangs beside).
-                    cand = torch.nonzero(facing).flatten()
-                    d = torch.cdist(pts, sample[cand])
-                    d = torch.where(self.point_parts[:, self.f._sample_class[cand]], d, d + 1e3)
-                    best = d.min(1)
-                    self._nn = cand[best.indices]
-                    self._matched = (best.values < 1e3).to(self.dt)
-            v = sample[self._nn]
-            n = normals[self._nn].detach()
-            signed = ((pts - v) * n).sum(-1) * 100.0  # cm, > 0 outside the body
-            dist = (pts - v).norm(dim=-1) * 100.0
-            skin = charbonnier(signed, 1.0) + 0.02 * charbonnier(dist, 1.0)
-            cover = torch.relu(-signed) ** 2 + 0.05 * charbonnier(signed, 1.0)
-            term = torch.where(self.covering, cover, skin) * self._matched
-            loss = loss + self.wt["surface"] * term.sum() / self._matched.sum().clamp_min(1.0)
-        # Silhouette: every body point projects where the body may be; facing points land on
-        # their own part; every pixel of the person is near a facing body point.
-        px = self.project(sample)
-        g = self._grid(px)
-        inside = torch.nn.functional.grid_sample(self.allowed_dt, g, align_corners=False)[0, 0, 0]
-        loss = loss + self.wt["inside"] * (inside / (self.scale * obs.grid_scale) * 100.0).pow(2).mean()
-        pd = torch.nn.functional.grid_sample(self.part_dt, g, align_corners=False)[0, :, 0]  # [C,N]
-        own = pd.gather(0, self.f._sample_class[None])[0]
-        # Mean over the facing points, without selecting them (no data-dependent shapes).
-        own_cm = charbonnier(own / (self.scale * obs.grid_scale) * 100.0, 1.0) * facing
-        loss = loss + self.wt["part"] * own_cm.sum() / facing.sum().clamp_min(1)
-        if self._cover_nn is None or self._step % self.f.settings.refresh_every == 0:
-            # The nearest facing point, found without autograd (cdist's backward cost more than
-            # the rest of the step) and, like the surface matches, held within a round (finding
-            # it was a fifth of an evaluation); the distance is differentiated through it alone.
+                self._normals = vertex_normals(self.to_camera(out["vertices"][0]), self.f._faces)[self.f._sample]
+            facing = (self._normals * sample).sum(-1) < 0  # towards the camera
             cand = torch.nonzero(facing).flatten()
-            self._cover_nn = cand[torch.cdist(self.cover_px, px[cand].detach()).argmin(1)] if len(cand) else None
-        if self._cover_nn is not None:
-            d = (self.cover_px - px[self._cover_nn]).norm(dim=-1) / self.scale * 100.0
-            loss = loss + self.wt["cover"] * (self.cover_w * charbonnier(d, 1.0)).sum() / self.cover_w.sum()
-        return loss
-
-    def _grid(self, px: torch.Tensor) -> torch.Tensor:
-        h, w = self.obs.size
-        gx = px[:, 0] / w * 2 - 1
-        gy = px[:, 1] / h * 2 - 1
-        return torch.stack([gx, gy], -1)[None, None].clamp(-1.5, 1.5)
+            if self.obs.has_depth and len(self.points):
+                pts = self.points
+                if not self.obs.metric:
+                    z = pts[:, 2] * self.depth_scale + self.depth_shift
+                    pts = pts * (z / pts[:, 2].clamp_min(1e-6))[:, None]
+                # Each point matches the nearest facing vertex of a part its label allows
+                # (a forearm's points pull the forearm, not the chest it hangs beside).
+                d = torch.cdist(pts, sample[cand])
+                d = torch.where(self.point_parts[:, self.f._sample_class[cand]], d, d + 1e3)
+                best = d.min(1)
+                self._nn = cand[best.indices]
+                self._matched = (best.values < 1e3).to(self.dt)
+            # Per silhouette pixel, the nearest facing point (found without autograd: cdist's
+            # backward cost more than the rest of an evaluation); the distance is then
+            # differentiated through it alone.
+            px = self.project(sample)
+            self._cover_nn = cand[torch.cdist(self.cover_px, px[cand]).argmin(1)] if len(cand) else None
 
     # --- optimisation ----------------------------------------------------------------------
     def _params(self, dense: bool):
@@ -295,31 +226,35 @@ class PersonProblem:
             groups.append({"params": [self.log_depth_scale, self.depth_shift], "lr": 0.01})
         return groups
 
-    def plain_loss(self) -> torch.Tensor:
-        """The baseline's loss: the same terms on the whole mesh, its shape recomputed every step
-        (the staged fit's evaluations are group.Group's)."""
-        out = self.f.body.full(self.f.body.rest_state(self.phenotypes(), with_vertices=True), self.rotvecs())
-        place = self.placement()
-        verts = self.to_camera(out["vertices"][0], place)
+    def plain_loss(self, terms, pick: bool) -> torch.Tensor:
+        """The baseline's loss: the same terms (``terms``: this person's GroupTerms) on the
+        whole mesh, its shape recomputed every step, its normals every step and its matches
+        when ``pick`` (the staged fit's evaluations are group.Group's)."""
+        v = terms.variables()
+        out = self.f.body.full(self.f.body.rest_state(v.phenotypes, with_vertices=True), v.rotvecs)
+        sample = out["vertices"][:, self.f._sample]
         with torch.no_grad():
+            verts = v.to_camera(out["vertices"])[0]
             self._normals = vertex_normals(verts, self.f._faces)[self.f._sample]
-        return self.keypoint_terms(out["joints"][0], self.wt["lift_dense"], place) + self.prior_terms() + \
-            self.surface_terms(verts[self.f._sample])
+            if pick:
+                self.pick_correspondences(verts[self.f._sample])
+            terms.new_round()
+        loss = terms.keypoints(out["joints"], v, self.wt["lift_dense"]) + terms.priors(v) + terms.surface(sample, v)
+        return loss[0]
 
     def run_plain(self, max_steps: int, target_px: float | None, cancel=None, monitor=None,
                   started: float | None = None) -> int:
+        from .terms import GroupTerms
+
         opt = torch.optim.Adam(self._params(True))
-        self._nn = None
+        terms = GroupTerms([self])
         started = time.perf_counter() if started is None else started
         monitored = 0.0  # seconds spent in the monitor: not the baseline's own time
         for i in range(max_steps):
             if cancel is not None:
                 cancel.check()
-            self._step = i
             opt.zero_grad(set_to_none=True)
-            if i % self.f.settings.refresh_every == 0:
-                self._normals = None
-            self.plain_loss().backward()
+            self.plain_loss(terms, pick=i % self.f.settings.refresh_every == 0).backward()
             opt.step()
             if i % 5 != 4:
                 continue

@@ -42,18 +42,16 @@ def test_every_stage_evaluates_as_one_graph(body, name):
     import torch._dynamo
 
     from inference_server.fit.group import _body_pass
+    from inference_server.fit.terms import GroupTerms
 
     group = _group(body, gt_cases.case(name)[0])
     for dense, shape in ((False, True), (True, False), (True, True)):  # skeleton, surface, shape round
         group._rest = {}
+        group.terms = GroupTerms(group.problems)
         if dense:  # the round's correspondences, picked eagerly as run_lbfgs does
             for p in group.problems:
                 p._nn = p._cover_nn = p._normals = None
-                p._step = 0
-            with torch.no_grad():
-                group.losses(dense, with_shape=False)
-            for p in group.problems:
-                p._step = 1
+            group.pick_correspondences()
         rest = None if shape else group.rest(dense)
         torch._dynamo.reset()
         seen = torch._dynamo.explain(_body_pass)(group, dense, rest)

@@ -83,3 +83,58 @@ def test_the_baseline_times_each_person_from_its_own_start(body, two_people):
     first = {(pid, steps): sec for pid, steps, sec in seen}
     assert sorted(first) == [(1, 5), (1, 10), (2, 5), (2, 10)]
     assert first[(2, 5)] < first[(1, 10)]  # half a run, not a run and a half
+
+
+@pytest.mark.parametrize("depth", ["metric", "relative", "none"])
+def test_a_persons_terms_in_a_group_are_its_terms_alone(body, two_people, depth):
+    """The terms are batched over the people, padded where they differ (this scene's two have
+    different numbers of points and pixels): each person's loss and gradients must be what
+    they are with that person alone."""
+    import scenes
+    import torch
+
+    from inference_server.fit.group import Group
+    from inference_server.fit.problem import PersonProblem
+    from inference_server.fit.solver import BodyFitter
+
+    maps = {"metric": two_people[0], "relative": scenes.relative_depth(two_people[0]),
+            "none": scenes.without_depth(two_people[0])}[depth]
+    fitter = BodyFitter(body)
+    problems = [PersonProblem(fitter, o) for o in _observations(maps)]
+    for p in problems:
+        p.init_closed_form()
+        with torch.no_grad():  # away from the start, where some terms are flat
+            p.pose_free.add_(0.02)
+            p.shape_logit.add_(0.1)
+    assert len(problems[0].points) != len(problems[1].points) or depth == "none"
+
+    def evaluate(group, dense, shape):
+        group.terms = None
+        group._rest = {}
+        if dense:
+            for p in group.problems:
+                p._normals = None
+            group.pick_correspondences()
+        variables = [v for p in group.problems for v in (p.pose_free, p.shape_logit, p.root_t, p.log_depth_scale)]
+        for v in variables:
+            v.grad = None
+        losses = group.losses(dense, with_shape=shape)
+        losses.sum().backward()
+        return losses.detach(), [v.grad.clone() if v.grad is not None else torch.zeros_like(v) for v in variables]
+
+    for dense, shape in ((False, True), (True, False), (True, True)):  # skeleton, surface, shape round
+        together, grads = evaluate(Group(problems), dense, shape)
+        for i, p in enumerate(problems):
+            alone, own = evaluate(Group([p]), dense, shape)
+            assert torch.allclose(together[i], alone[0], rtol=1e-5), (dense, shape, i)
+            for a, b in zip(grads[4 * i:4 * i + 4], own):
+                # float32 rounding of batched products, amplified where the gradient's terms cancel
+                assert torch.allclose(a, b, rtol=1e-4, atol=1e-3 * float(b.abs().max()) + 1e-7), (dense, shape, i)
+
+
+def _observations(maps):
+    from inference_server.fit.observations import observe
+
+    return [observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
+                    intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
+                    pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]

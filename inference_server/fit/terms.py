@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The fit's terms for the people of a group at once: keypoints, priors, surface and silhouette.
+
+An evaluation is bound by its number of small tensor operations, not their size, and each
+person's terms used to be a hundred-odd operations of their own (two people: 40 % more time per
+evaluation than one). Here every operation covers all the people: their observations are
+stacked once per stage, padded where people differ (points, pixels to cover; the pads weigh
+nothing), and the round's correspondences once per round. Each person's loss is its own row:
+person i's loss depends on person i's variables only (each keeps its own optimiser).
+
+Free of host reads and data-dependent shapes, like the body pass it follows (group._body_pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .body_model import rotvec_to_matrix
+from .tensor_ops import charbonnier
+
+
+@dataclass
+class Variables:
+    """The people's variables stacked (differentiably) for one evaluation."""
+
+    pose_free: torch.Tensor  # [P,F,3]
+    pose_fingers: torch.Tensor  # [P,Fi,3]
+    shape_logit: torch.Tensor  # [P,6]
+    phenotypes: torch.Tensor  # [P,6]
+    rotvecs: torch.Tensor  # [P,B,3]
+    rotation: torch.Tensor  # [P,3,3] model -> camera
+    translation: torch.Tensor  # [P,3]
+    depth_scale: torch.Tensor | None  # [P] (relative depth only)
+    depth_shift: torch.Tensor | None  # [P]
+
+    def to_camera(self, x: torch.Tensor) -> torch.Tensor:
+        """[P,N,3] model frame -> camera frame."""
+        return x @ self.rotation.transpose(1, 2) + self.translation[:, None]
+
+
+def _pad(arrays: list, value=0.0, dtype=None, device=None) -> torch.Tensor:
+    """Stack arrays that differ in their first dimension, padded with ``value`` to the longest."""
+    n = max((len(a) for a in arrays), default=0)
+    first = np.asarray(arrays[0])
+    out = np.full((len(arrays), n, *first.shape[1:]), value, dtype=first.dtype)
+    for i, a in enumerate(arrays):
+        out[i, :len(a)] = a
+    return torch.as_tensor(out, dtype=dtype, device=device)
+
+
+def _batch(leaves: list) -> torch.Tensor:
+    """The people's variables as one batch. Not torch.stack: compiled (torch 2.13, inductor on
+    the CPU), a stack of one person's leaf in this pass had the backward write the gradient
+    over the leaf itself (tested: test_fit_compile)."""
+    return torch.cat([v[None] for v in leaves])
+
+
+class GroupTerms:
+    """The terms of ``problems`` (problem.PersonProblem, people of one photo), batched. Made
+    once their starts are set (the placements' closed-form parts are read here)."""
+
+    def __init__(self, problems: list):
+        self.problems = problems
+        p0 = problems[0]
+        f, dt, dev = p0.f, p0.dt, p0.dev
+        self.f, self.wt, self.dt, self.dev = f, p0.wt, dt, dev
+        obs = [p.obs for p in problems]
+        stack = lambda name: torch.stack([getattr(p, name) for p in problems])  # noqa: E731
+        real = lambda a: torch.as_tensor(np.asarray(a), dtype=dt, device=dev)  # noqa: E731
+        self.pose, self.r0, self.t0 = torch.cat([p.pose for p in problems]), stack("r0"), stack("t0")
+        k = stack("k")
+        self.fx, self.fy = k[:, 0, 0, None, None], k[:, 1, 1, None, None]
+        self.cx, self.cy = k[:, 0, 2, None, None], k[:, 1, 2, None, None]
+        self.kp, self.w, self.lifted, self.radius = stack("kp"), stack("w"), stack("lifted"), stack("radius")
+        self.has_lift, self.two_sided = stack("has_lift"), stack("two_sided")
+        self.lift_m = self.has_lift.to(dt) * self.w
+        self.scale = real([p.scale for p in problems])[:, None]
+        self.prior, self.finger_prior = stack("prior"), stack("finger_prior")
+        # Depth: any person with depth has lifted keypoints; relative depth solves a scale and
+        # shift per person (people without it hold 1 and 0, which leave its terms exact).
+        self.any_depth = any(o.has_depth for o in obs)
+        self.relative = any(o.has_depth and not o.metric for o in obs)
+        # Observed surface points, padded (a pad is never matched: it weighs nothing).
+        self.points_n = [len(p.points) if o.has_depth else 0 for p, o in zip(problems, obs)]
+        self.any_points = max(self.points_n) > 0
+        if self.any_points:
+            pts = [o.points if n else np.zeros((0, 3)) for o, n in zip(obs, self.points_n)]
+            self.points = _pad(pts, 1.0, dt, dev)  # z = 1: no division by zero in a pad
+            self.covering = _pad([o.covering[:n] for o, n in zip(obs, self.points_n)], False, device=dev)
+        # Silhouette: the distance fields of one photo's people share its grid.
+        sizes = {o.allowed_dt.shape for o in obs}
+        if len(sizes) != 1:
+            raise ValueError(f"people fitted together must come from one photo (grids {sorted(sizes)})")
+        self.allowed_dt = torch.cat([p.allowed_dt[0] for p in problems])[:, None]  # [P,1,h,w]
+        self.part_dt = torch.cat([p.part_dt for p in problems])  # [P,C,h,w]
+        self.size = real([[o.size[1], o.size[0]] for o in obs])[:, None]  # [P,1,2]: w, h
+        self.scale_grid = self.scale * real([o.grid_scale for o in obs])[:, None]  # person size, grid px
+        self.cover_px = _pad([o.cover_pixels for o in obs], 0.0, dt, dev)
+        self.cover_real = _pad([o.cover_weights for o in obs], 0.0, dt, dev)
+        self.sample_class = f._sample_class
+        self.round_ready = False
+
+    # --- variables --------------------------------------------------------------------------
+    def variables(self) -> Variables:
+        ps, f = self.problems, self.f
+        free = _batch([p.pose_free for p in ps])
+        fingers = _batch([p.pose_fingers for p in ps])
+        logit = _batch([p.shape_logit[0] for p in ps])
+        rot = self.pose.clone()
+        rot[:, f._free] = free
+        if f.settings.fingers:
+            rot[:, f._fingers] = fingers
+        r = rotvec_to_matrix(_batch([p.root_rot for p in ps])) @ self.r0
+        t = self.t0 + _batch([p.root_t for p in ps])
+        scale = shift = None
+        if self.relative:
+            scale = torch.exp(_batch([p.log_depth_scale for p in ps]))
+            shift = _batch([p.depth_shift for p in ps])
+        return Variables(free, fingers, logit, torch.sigmoid(logit * f.shape_scale), rot, r, t, scale, shift)
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        z = x[..., 2:3].clamp_min(0.05)
+        return torch.cat([self.fx * x[..., :1] / z + self.cx, self.fy * x[..., 1:2] / z + self.cy], -1)
+
+    # --- terms ------------------------------------------------------------------------------
+    def keypoints(self, joints: torch.Tensor, v: Variables, lift: float = 1.0) -> torch.Tensor:
+        """[P]: robust, score-weighted reprojection (in % of each person's size), and where
+        depth is known the joints at their lifted depth (one-sided under clothing)."""
+        cam = v.to_camera(joints)
+        r = (self.project(cam) - self.kp).norm(dim=-1) / self.scale * 100.0
+        loss = (self.w * charbonnier(r, 1.0)).sum(-1) / self.w.sum(-1).clamp_min(1e-6)
+        if self.any_depth:
+            surface = self.lifted
+            if self.relative:
+                surface = surface * v.depth_scale[:, None] + v.depth_shift[:, None]
+            gap = (cam[..., 2] - self.radius - surface) * 100.0  # cm; > 0 behind the seen surface
+            two = torch.where(self.two_sided, charbonnier(gap, 2.0), torch.relu(-gap) ** 2 / 4.0)
+            m = self.lift_m
+            loss = loss + lift * self.wt["lift"] * (m * two).sum(-1) / m.sum(-1).clamp_min(1e-6)
+        return loss
+
+    def priors(self, v: Variables) -> torch.Tensor:
+        """[P]: rotations towards rest (hard where nothing shows a bone), twist and hinge
+        limits, shapes near the average, age held past a young adult."""
+        f, free = self.f, v.pose_free
+        loss = (self.prior[..., None] * free ** 2).sum((1, 2)) * 0.5 * self.wt["prior"]
+        # Twist (about each bone's own Y) is rare: held harder.
+        loss = loss + 2.0 * (free[..., 1] ** 2).sum(-1)
+        # Knees and elbows do not bend backwards (beyond a little slack).
+        hinge = free[:, f._hinges, 0]
+        loss = loss + self.wt["hinge"] * 20.0 * (torch.relu(-hinge - 0.15) ** 2).sum(-1)
+        if f.settings.fingers:
+            loss = loss + 0.5 * (self.finger_prior[..., None] * v.pose_fingers ** 2).sum((1, 2))
+        loss = loss + 0.02 * ((v.shape_logit * f.shape_scale) ** 2).sum(-1)
+        # Photos show children and adults: past a young adult, "age" mostly bends the rest
+        # posture, which the pose can mimic; keep it from trading off against height.
+        return loss + 50.0 * torch.relu(v.phenotypes[:, 1] - 0.55) ** 2
+
+    def new_round(self) -> None:
+        """Stack the round's correspondences (each problem's, picked by
+        PersonProblem.pick_correspondences): normals, surface matches, silhouette matches."""
+        ps = self.problems
+        self.normals = torch.stack([p._normals for p in ps])  # [P,S,3]
+        if self.any_points:
+            n = self.points.shape[1]
+            nn = torch.zeros((len(ps), n), dtype=torch.long, device=self.dev)
+            matched = torch.zeros((len(ps), n), dtype=self.dt, device=self.dev)
+            for i, (p, k) in enumerate(zip(ps, self.points_n)):
+                if k:
+                    nn[i, :k], matched[i, :k] = p._nn, p._matched
+            self.nn, self.matched = nn, matched
+            self.matched_n = matched.sum(-1).clamp_min(1.0)
+        m = self.cover_px.shape[1]
+        cover_nn = torch.zeros((len(ps), m), dtype=torch.long, device=self.dev)
+        cover_w = self.cover_real.clone()
+        for i, p in enumerate(ps):
+            if p._cover_nn is None:  # no body point faces the camera: nothing to cover with
+                cover_w[i] = 0.0
+            else:
+                cover_nn[i, :len(p._cover_nn)] = p._cover_nn
+        self.cover_nn, self.cover_w = cover_nn[..., None].expand(-1, -1, 2), cover_w
+        self.cover_w_sum = cover_w.sum(-1).clamp_min(1e-12)
+        self.round_ready = True
+
+    def surface(self, sample: torch.Tensor, v: Variables) -> torch.Tensor:
+        """[P]: ``sample`` [P,S,3] the posed mesh subsample (model frame). Skin points on the
+        surface, covering (clothing, hair) on or outside it; the body inside the silhouette,
+        its facing points on their own parts, every pixel of the person near a facing point."""
+        cam = v.to_camera(sample)
+        normals = self.normals
+        facing = ((normals * cam.detach()).sum(-1) < 0).to(self.dt)  # towards the camera
+        loss = torch.zeros(cam.shape[0], dtype=self.dt, device=self.dev)
+        if self.any_points:
+            pts = self.points
+            if self.relative:
+                z = pts[..., 2] * v.depth_scale[:, None] + v.depth_shift[:, None]
+                pts = pts * (z / pts[..., 2].clamp_min(1e-6))[..., None]
+            index = self.nn[..., None].expand(-1, -1, 3)
+            on = cam.gather(1, index)
+            n = normals.gather(1, index)
+            signed = ((pts - on) * n).sum(-1) * 100.0  # cm, > 0 outside the body
+            dist = (pts - on).norm(dim=-1) * 100.0
+            skin = charbonnier(signed, 1.0) + 0.02 * charbonnier(dist, 1.0)
+            cover = torch.relu(-signed) ** 2 + 0.05 * charbonnier(signed, 1.0)
+            term = torch.where(self.covering, cover, skin) * self.matched
+            loss = loss + self.wt["surface"] * term.sum(-1) / self.matched_n
+        px = self.project(cam)
+        grid = (px / self.size * 2 - 1)[:, None].clamp(-1.5, 1.5)  # [P,1,S,2]
+        inside = torch.nn.functional.grid_sample(self.allowed_dt, grid, align_corners=False)[:, 0, 0]
+        loss = loss + self.wt["inside"] * (inside / self.scale_grid * 100.0).pow(2).mean(-1)
+        pd = torch.nn.functional.grid_sample(self.part_dt, grid, align_corners=False)[:, :, 0]  # [P,C,S]
+        own = pd.gather(1, self.sample_class.expand(len(pd), 1, -1))[:, 0]
+        # Mean over the facing points, without selecting them (no data-dependent shapes).
+        own_cm = charbonnier(own / self.scale_grid * 100.0, 1.0) * facing
+        loss = loss + self.wt["part"] * own_cm.sum(-1) / facing.sum(-1).clamp_min(1)
+        d = (self.cover_px - px.gather(1, self.cover_nn)).norm(dim=-1) / self.scale * 100.0
+        return loss + self.wt["cover"] * (self.cover_w * charbonnier(d, 1.0)).sum(-1) / self.cover_w_sum
