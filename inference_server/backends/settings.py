@@ -48,7 +48,7 @@ class SapiensSettings:
     # auto = cpu: the fit is launch-bound on a GPU (measured slower than the CPU on an H100 box;
     # docs/performance.md); cuda on request
     fit_device: str = "auto"
-    # compiled evaluations: 0.65 instead of 0.85 s per person on a 2-core CPU, after compiling
+    # compiled evaluations: 0.7 instead of 0.9 s per person on a 2-core CPU, after compiling
     # (about 2 min the first time, then ~30 s per server start): for batches (docs/body_fit.md)
     fit_compile: bool = False
 

@@ -82,7 +82,7 @@ class FitSettings:
         "inside": 0.5, "part": 0.2, "cover": 0.3})
     dtype: torch.dtype = torch.float32
     # torch.compile the evaluation (group._body_pass): on this CPU a surface evaluation takes
-    # 2.8 instead of 6.2 ms, but the first fit of a process pays the compiling (about 2 min with
+    # 3.4 instead of 5.5 ms, but the first fit of a process pays the compiling (about 2 min with
     # a cold cache, about 30 s warm), so it pays for batches, not for one photo (docs/body_fit.md).
     compile: bool = False
 
