@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """One person's fit problem: its variables (pose, shape, placement, depth scale), how they pose
-the body and put it in the camera, its closed-form start and its terms (keypoints, priors, the
-dense surface and silhouette), and the plain baseline's loop. solver.py stages these problems
-(group.py batches their evaluations); the method is described there."""
+the body and put it in the camera, its closed-form start, its observations as tensors and the
+surface rounds' correspondences, and the plain baseline's loop. Its terms (keypoints, priors,
+the dense surface and silhouette) are terms.GroupTerms', batched over a group's people.
+solver.py stages these problems (group.py batches their evaluations); the method is there."""
 
 from __future__ import annotations
 
