@@ -33,7 +33,7 @@ class Group:
         fitter = problems[0].f
         self.body, self.sample = fitter.body, fitter._vertex_sample
         self.compiled = fitter.settings.compile
-        self.terms = None  # made by run_lbfgs, once the starts are set
+        self.terms: GroupTerms | None = None  # made by run_lbfgs, once the starts are set
         self._rest: dict = {}
 
     def rest(self, dense: bool):
@@ -49,15 +49,11 @@ class Group:
         """Each person's loss [P], from one batched pass; ``compiled``: through the
         torch.compile'd pass. A dense evaluation needs the round's correspondences
         (pick_correspondences: eager, they pick points with data-dependent shapes)."""
-        if self.terms is None:
-            self.terms = GroupTerms(self.problems)
         rest = None if with_shape else self.rest(dense)
         return (_compiled_pass() if compiled else _body_pass)(self, dense, rest)
 
     def pick_correspondences(self) -> None:
         """A surface round's matches, from the people's current bodies (shapes held)."""
-        if self.terms is None:
-            self.terms = GroupTerms(self.problems)
         with torch.no_grad():
             rot = torch.cat([p.rotvecs() for p in self.problems])
             _joints, sample = self.body.sampled(self.rest(True), rot, self.sample)

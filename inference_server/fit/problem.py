@@ -17,7 +17,7 @@ from .bones import BODY_BONES, BONE_EVIDENCE, BONE_PART, FINGER_BONES, LIMB_CHAI
 from .body_model import rotvec_to_matrix
 from .correspondences import JOINT_NAMES
 from .observations import PersonObservation
-from .tensor_ops import to_numpy64, vertex_normals
+from .tensor_ops import pinhole, rescaled_depth, to_numpy64, vertex_normals
 
 
 class PersonProblem:
@@ -40,18 +40,11 @@ class PersonProblem:
         self.t0 = torch.zeros(3, dtype=dt, device=self.dev)
         self.log_depth_scale, self.depth_shift = var(), var()
         self.k, self.kp, self.w = real(obs.intrinsics), real(obs.keypoints), real(obs.weights)
-        self.lifted = real(np.nan_to_num(obs.lifted, nan=0.0))
-        self.has_lift = flag(np.isfinite(obs.lifted) & (obs.weights > 0))
-        self.two_sided = flag(obs.lifted_two_sided)
-        self.radius = real(obs.joint_radius)
         self.points = real(obs.points)
         self.covering = flag(obs.covering)
         self.point_parts = flag(obs.point_parts)
         self._matched = None
-        self.allowed_dt = real(obs.allowed_dt)[None, None]
-        self.part_dt = real(obs.part_dt)[None]
         self.cover_px = real(obs.cover_pixels)
-        self.scale = max(obs.scale_px, 1.0)
         self._nn = None
         self._cover_nn = None  # per silhouette pixel, the nearest facing sample vertex
         self._normals = None
@@ -97,9 +90,7 @@ class PersonProblem:
         return x @ r.T + t
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
-        z = x[..., 2:3].clamp_min(0.05)
-        return torch.cat([self.k[0, 0] * x[..., :1] / z + self.k[0, 2],
-                          self.k[1, 1] * x[..., 1:2] / z + self.k[1, 2]], -1)
+        return pinhole(x, self.k[0, 0], self.k[1, 1], self.k[0, 2], self.k[1, 2])
 
     # --- starts ------------------------------------------------------------------------------
     def _rest_joints(self) -> np.ndarray:
@@ -198,10 +189,8 @@ class PersonProblem:
             facing = (self._normals * sample).sum(-1) < 0  # towards the camera
             cand = torch.nonzero(facing).flatten()
             if self.obs.has_depth and len(self.points):
-                pts = self.points
-                if not self.obs.metric:
-                    z = pts[:, 2] * self.depth_scale + self.depth_shift
-                    pts = pts * (z / pts[:, 2].clamp_min(1e-6))[:, None]
+                pts = self.points if self.obs.metric else rescaled_depth(self.points, self.depth_scale,
+                                                                         self.depth_shift)
                 # Each point matches the nearest facing vertex of a part its label allows
                 # (a forearm's points pull the forearm, not the chest it hangs beside).
                 d = torch.cdist(pts, sample[cand])
@@ -288,8 +277,7 @@ class PersonProblem:
             if not len(pts):
                 return float("nan")
             if not self.obs.metric:
-                z = pts[:, 2] * self.depth_scale + self.depth_shift
-                pts = pts * (z / pts[:, 2].clamp_min(1e-6))[:, None]
+                pts = rescaled_depth(pts, self.depth_scale, self.depth_shift)
             sample = verts[self.f._sample]
             normals = vertex_normals(verts, self.f._faces)[self.f._sample]
             skin = pts[~self.covering]

@@ -15,6 +15,20 @@ def charbonnier(x: torch.Tensor, eps: float) -> torch.Tensor:
     return torch.sqrt(x * x + eps * eps) - eps
 
 
+def pinhole(x: torch.Tensor, fx, fy, cx, cy) -> torch.Tensor:
+    """Camera-frame points [..., 3] -> pixels [..., 2] (depth held off zero: a body point behind
+    the camera must not blow the terms up)."""
+    z = x[..., 2:3].clamp_min(0.05)
+    return torch.cat([fx * x[..., :1] / z + cx, fy * x[..., 1:2] / z + cy], -1)
+
+
+def rescaled_depth(points: torch.Tensor, scale, shift) -> torch.Tensor:
+    """Relative depth's points [..., 3] moved along their rays to the depth ``z * scale + shift``
+    (the scale and shift the fit solves for)."""
+    z = points[..., 2]
+    return points * ((z * scale + shift) / z.clamp_min(1e-6))[..., None]
+
+
 def vertex_normals(v: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
     a, b, c = v[faces[:, 0]], v[faces[:, 1]], v[faces[:, 2]]
     fn = torch.linalg.cross(b - a, c - a)

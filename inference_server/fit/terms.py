@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .body_model import rotvec_to_matrix
-from .tensor_ops import charbonnier
+from .tensor_ops import charbonnier, pinhole, rescaled_depth
 
 
 @dataclass
@@ -68,40 +68,42 @@ class GroupTerms:
         f, dt, dev = p0.f, p0.dt, p0.dev
         self.f, self.wt, self.dt, self.dev = f, p0.wt, dt, dev
         obs = [p.obs for p in problems]
-        stack = lambda name: torch.stack([getattr(p, name) for p in problems])  # noqa: E731
         real = lambda a: torch.as_tensor(np.asarray(a), dtype=dt, device=dev)  # noqa: E731
+        each = lambda name: np.stack([getattr(o, name) for o in obs])  # noqa: E731
+        stack = lambda name: torch.stack([getattr(p, name) for p in problems])  # noqa: E731
         self.pose, self.r0, self.t0 = torch.cat([p.pose for p in problems]), stack("r0"), stack("t0")
-        k = stack("k")
+        k = real(each("intrinsics"))
         self.fx, self.fy = k[:, 0, 0, None, None], k[:, 1, 1, None, None]
         self.cx, self.cy = k[:, 0, 2, None, None], k[:, 1, 2, None, None]
-        self.kp, self.w, self.lifted, self.radius = stack("kp"), stack("w"), stack("lifted"), stack("radius")
-        self.has_lift, self.two_sided = stack("has_lift"), stack("two_sided")
-        self.lift_m = self.has_lift.to(dt) * self.w
-        self.scale = real([p.scale for p in problems])[:, None]
+        self.kp, self.w = real(each("keypoints")), real(each("weights"))
+        lifted = each("lifted")
+        self.lifted, self.radius = real(np.nan_to_num(lifted, nan=0.0)), real(each("joint_radius"))
+        self.two_sided = torch.as_tensor(each("lifted_two_sided"), device=dev)
+        # Keypoints with a lifted depth (none without depth: every lift is NaN there).
+        self.lift_m = real(np.isfinite(lifted)) * self.w
+        self.scale = real([max(o.scale_px, 1.0) for o in obs])[:, None]
         self.prior, self.finger_prior = stack("prior"), stack("finger_prior")
-        # Depth: any person with depth has lifted keypoints; relative depth solves a scale and
-        # shift per person (people without it hold 1 and 0, which leave its terms exact).
+        # Depth: relative depth solves a scale and shift per person (people without it would
+        # hold 1 and 0, which leave its terms exact).
         self.any_depth = any(o.has_depth for o in obs)
         self.relative = any(o.has_depth and not o.metric for o in obs)
-        # Observed surface points, padded (a pad is never matched: it weighs nothing).
-        self.points_n = [len(p.points) if o.has_depth else 0 for p, o in zip(problems, obs)]
+        # Observed surface points (none without depth), padded: a pad is never matched.
+        self.points_n = [len(o.points) for o in obs]
         self.any_points = max(self.points_n) > 0
         if self.any_points:
-            pts = [o.points if n else np.zeros((0, 3)) for o, n in zip(obs, self.points_n)]
-            self.points = _pad(pts, 1.0, dt, dev)  # z = 1: no division by zero in a pad
-            self.covering = _pad([o.covering[:n] for o, n in zip(obs, self.points_n)], False, device=dev)
+            self.points = _pad([o.points for o in obs], 1.0, dt, dev)  # z = 1: no division by zero
+            self.covering = _pad([o.covering for o in obs], False, device=dev)
         # Silhouette: the distance fields of one photo's people share its grid.
         sizes = {o.allowed_dt.shape for o in obs}
         if len(sizes) != 1:
             raise ValueError(f"people fitted together must come from one photo (grids {sorted(sizes)})")
-        self.allowed_dt = torch.cat([p.allowed_dt[0] for p in problems])[:, None]  # [P,1,h,w]
-        self.part_dt = torch.cat([p.part_dt for p in problems])  # [P,C,h,w]
+        self.allowed_dt = real(each("allowed_dt"))[:, None]  # [P,1,h,w]
+        self.part_dt = real(each("part_dt"))  # [P,C,h,w]
         self.size = real([[o.size[1], o.size[0]] for o in obs])[:, None]  # [P,1,2]: w, h
         self.scale_grid = self.scale * real([o.grid_scale for o in obs])[:, None]  # person size, grid px
         self.cover_px = _pad([o.cover_pixels for o in obs], 0.0, dt, dev)
         self.cover_real = _pad([o.cover_weights for o in obs], 0.0, dt, dev)
         self.sample_class = f._sample_class
-        self.round_ready = False
 
     # --- variables --------------------------------------------------------------------------
     def variables(self) -> Variables:
@@ -122,8 +124,7 @@ class GroupTerms:
         return Variables(free, fingers, logit, torch.sigmoid(logit * f.shape_scale), rot, r, t, scale, shift)
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
-        z = x[..., 2:3].clamp_min(0.05)
-        return torch.cat([self.fx * x[..., :1] / z + self.cx, self.fy * x[..., 1:2] / z + self.cy], -1)
+        return pinhole(x, self.fx, self.fy, self.cx, self.cy)
 
     # --- terms ------------------------------------------------------------------------------
     def keypoints(self, joints: torch.Tensor, v: Variables, lift: float = 1.0) -> torch.Tensor:
@@ -183,7 +184,6 @@ class GroupTerms:
                 cover_nn[i, :len(p._cover_nn)] = p._cover_nn
         self.cover_nn, self.cover_w = cover_nn[..., None].expand(-1, -1, 2), cover_w
         self.cover_w_sum = cover_w.sum(-1).clamp_min(1e-12)
-        self.round_ready = True
 
     def surface(self, sample: torch.Tensor, v: Variables) -> torch.Tensor:
         """[P]: ``sample`` [P,S,3] the posed mesh subsample (model frame). Skin points on the
@@ -196,8 +196,7 @@ class GroupTerms:
         if self.any_points:
             pts = self.points
             if self.relative:
-                z = pts[..., 2] * v.depth_scale[:, None] + v.depth_shift[:, None]
-                pts = pts * (z / pts[..., 2].clamp_min(1e-6))[..., None]
+                pts = rescaled_depth(pts, v.depth_scale[:, None], v.depth_shift[:, None])
             index = self.nn[..., None].expand(-1, -1, 3)
             on = cam.gather(1, index)
             n = normals.gather(1, index)

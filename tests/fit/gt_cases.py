@@ -86,18 +86,24 @@ CASES = ("clean", "turned_stepping_heavy", "across_slim", "child", "dressed", "d
          "noisy_far_elbow", "missing_wrist", "half_body", "two_people", "relative_depth", "no_depth")
 
 
+def observations(maps) -> list:
+    """Every person's fit observations (inference_server.fit.observations) of ``maps``."""
+    from inference_server.fit.observations import observe
+
+    return [observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
+                    intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
+                    pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]
+
+
 def fit_case(body_model, name: str, settings=None, given=None):
     """Fit every person of a case (or of ``given`` = (maps, true bodies)): (fit arrays, maps,
     true bodies, seconds)."""
     import time
 
-    from inference_server.fit.observations import observe
     from inference_server.fit.solver import fit_people
 
     maps, bodies = given if given is not None else case(name)
-    obs = [observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
-                   intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
-                   pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]
+    obs = observations(maps)
     start = time.perf_counter()
     out = fit_people(body_model, obs, settings)
     return out, maps, bodies, time.perf_counter() - start

@@ -16,21 +16,13 @@ import gt_cases
 pytestmark = [pytest.mark.slow]
 
 
-def _observations(maps):
-    from inference_server.fit.observations import observe
-
-    return [observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
-                    intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
-                    pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]
-
-
 def _group(body, maps):
     from inference_server.fit.group import Group
     from inference_server.fit.problem import PersonProblem
     from inference_server.fit.solver import BodyFitter
 
     fitter = BodyFitter(body)
-    problems = [PersonProblem(fitter, obs) for obs in _observations(maps)]
+    problems = [PersonProblem(fitter, obs) for obs in gt_cases.observations(maps)]
     for p in problems:
         p.init_closed_form()
     return Group(problems)
@@ -67,7 +59,7 @@ def test_a_compiled_fit_gives_the_eager_answer(body, tmp_path_factory, monkeypat
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("fit_compile")))
     given = gt_cases.case("clean")
-    group = _observations(given[0])
+    group = gt_cases.observations(given[0])
     assert not compiled_for(group)
     eager, _maps, bodies, _ = gt_cases.fit_case(body, "clean", FitSettings(), given=given)
     compiled, *_ = gt_cases.fit_case(body, "clean", FitSettings(compile=True), given=given)

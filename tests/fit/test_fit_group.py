@@ -57,13 +57,9 @@ def test_cancelling_a_group_stops_every_person(body, two_people):
                 self.cancel()
             super().check()
 
-    from inference_server.fit.observations import observe
     from inference_server.fit.solver import fit_people
 
-    maps = two_people[0]
-    obs = [observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
-                   intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
-                   pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]
+    obs = gt_cases.observations(two_people[0])
     before = threading.active_count()
     with pytest.raises(Cancelled):
         fit_people(body, obs, cancel=CancelAfter(30))
@@ -96,11 +92,12 @@ def test_a_persons_terms_in_a_group_are_its_terms_alone(body, two_people, depth)
     from inference_server.fit.group import Group
     from inference_server.fit.problem import PersonProblem
     from inference_server.fit.solver import BodyFitter
+    from inference_server.fit.terms import GroupTerms
 
     maps = {"metric": two_people[0], "relative": scenes.relative_depth(two_people[0]),
             "none": scenes.without_depth(two_people[0])}[depth]
     fitter = BodyFitter(body)
-    problems = [PersonProblem(fitter, o) for o in _observations(maps)]
+    problems = [PersonProblem(fitter, o) for o in gt_cases.observations(maps)]
     for p in problems:
         p.init_closed_form()
         with torch.no_grad():  # away from the start, where some terms are flat
@@ -109,7 +106,7 @@ def test_a_persons_terms_in_a_group_are_its_terms_alone(body, two_people, depth)
     assert len(problems[0].points) != len(problems[1].points) or depth == "none"
 
     def evaluate(group, dense, shape):
-        group.terms = None
+        group.terms = GroupTerms(group.problems)
         group._rest = {}
         if dense:
             for p in group.problems:
@@ -131,10 +128,3 @@ def test_a_persons_terms_in_a_group_are_its_terms_alone(body, two_people, depth)
                 # float32 rounding of batched products, amplified where the gradient's terms cancel
                 assert torch.allclose(a, b, rtol=1e-4, atol=1e-3 * float(b.abs().max()) + 1e-7), (dense, shape, i)
 
-
-def _observations(maps):
-    from inference_server.fit.observations import observe
-
-    return [observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
-                    intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
-                    pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]
