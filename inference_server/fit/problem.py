@@ -48,6 +48,8 @@ class PersonProblem:
         self._nn = None
         self._cover_nn = None  # per silhouette pixel, the nearest facing sample vertex
         self._normals = None
+        self.folds, self.flipped = [], frozenset()  # limb folds the start guessed (init_limbs)
+        self.fold_report = None  # set by the solver where it tried the other folds
         # Pose prior per free bone: light where keypoints see the bone, heavy where none does.
         seen = {n for n, wj in zip(JOINT_NAMES, obs.weights) if wj > 0}
         prior = []
@@ -110,24 +112,31 @@ class PersonProblem:
             joints = self.f.body.skeleton(ph, self.rotvecs().expand(len(ph), -1, -1)).joints
         best = start.best_size(self.obs, to_numpy64(joints), START_SIZES.index((0.5, 0.5)))
         if best is not None:
-            logit = torch.logit(ph[best:best + 1]) / self.f.shape_scale
+            # Not at a bound of the range: the tallest start is height 1, whose logit is infinite
+            # (a 2.2 m person's fit went NaN from its first step), nor near one, where the
+            # sigmoid's slope would hold the shape there.
+            logit = torch.logit(ph[best:best + 1], eps=0.05) / self.f.shape_scale
             self.shape_logit.data.copy_(logit)
 
-    def init_closed_form(self) -> None:
+    def init_closed_form(self, flip: frozenset = frozenset()) -> None:
+        """The closed-form start; ``flip``: joints whose limb takes its other fold (folds)."""
         self.init_size()
         r, t = start.closed_form(self.obs, self._rest_joints())
         self._set_placement(r, t)
-        self.init_limbs()
+        self.init_limbs(flip)
         if self.obs.has_depth and not self.obs.metric:
             self._init_depth_scale()
 
-    def init_limbs(self) -> None:
+    def init_limbs(self, flip: frozenset = frozenset()) -> None:
         """Arms and legs turned in closed form, upper bone then lower, so that each seen elbow,
         wrist, knee and ankle lies on its keypoint's ray (at the depth the pointmap gives where it
         gives one): the skeleton stage then starts with the limbs roughly in place, not from a
-        standing pose that a bent arm is many iterations (and sometimes a wrong fold) away from."""
+        standing pose that a bent arm is many iterations (and sometimes a wrong fold) away from.
+        Where the fold was a guess (start.limb_target) the joint is noted in ``folds`` (the
+        farthest apart first); the joints in ``flip`` take the other fold."""
         import roma
 
+        self.folds, self.flipped = [], flip
         names = {n: j for j, n in enumerate(JOINT_NAMES)}
         free = {int(b): k for k, b in enumerate(self.f._free)}
         for side, s in (("left", "L"), ("right", "R")):
@@ -145,8 +154,12 @@ class PersonProblem:
                         nxt = names[f"{side}_{after}"]
                         end = (nxt, float(np.linalg.norm(joints[nxt] - child)))
                     forward = to_numpy64(r[:, 1]) * -1.0 if stem == "upperleg01" else None  # anny faces -Y
-                    target = start.limb_target(self.obs, joint, head, float(np.linalg.norm(child - head)), child,
-                                               end, forward)
+                    target, other = start.limb_target(self.obs, joint, head, float(np.linalg.norm(child - head)),
+                                                      child, end, forward)
+                    if other is not None:
+                        self.folds.append((abs(float(other[2] - target[2])), joint))
+                        if joint in flip:
+                            target = other
                     if target is None:
                         continue
                     r64 = to_numpy64(r)
@@ -156,6 +169,8 @@ class PersonProblem:
                     parent_part = world @ local.T
                     new = parent_part.T @ turn @ world
                     self.pose_free[free[bone]] = roma.rotmat_to_rotvec(torch.as_tensor(new)).to(self.dev, self.dt)
+        # The folds farthest apart first: a wrong guess there costs the most.
+        self.folds = [joint for _gap, joint in sorted(self.folds, key=lambda g: -g[0])]
 
     def _init_depth_scale(self) -> None:
         """Relative depth: the scale that puts the observed torso at the body's torso depth."""
@@ -193,11 +208,15 @@ class PersonProblem:
                                                                          self.depth_shift)
                 # Each point matches the nearest facing vertex of a part its label allows
                 # (a forearm's points pull the forearm, not the chest it hangs beside).
-                d = torch.cdist(pts, sample[cand])
-                d = torch.where(self.point_parts[:, self.f._sample_class[cand]], d, d + 1e3)
-                best = d.min(1)
-                self._nn = cand[best.indices]
-                self._matched = (best.values < 1e3).to(self.dt)
+                if len(cand):
+                    d = torch.cdist(pts, sample[cand])
+                    d = torch.where(self.point_parts[:, self.f._sample_class[cand]], d, d + 1e3)
+                    best = d.min(1)
+                    self._nn = cand[best.indices]
+                    self._matched = (best.values < 1e3).to(self.dt)
+                else:  # nothing faces the camera: no matches this round
+                    self._nn = torch.zeros(len(pts), dtype=torch.long, device=self.dev)
+                    self._matched = torch.zeros(len(pts), dtype=self.dt, device=self.dev)
             # Per silhouette pixel, the nearest facing point (found without autograd: cdist's
             # backward cost more than the rest of an evaluation); the distance is then
             # differentiated through it alone.

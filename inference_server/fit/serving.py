@@ -158,7 +158,7 @@ class BodyFitBackend(_BodyModelBackend):
             raise BackendError("no person could be fitted: " + "; ".join(skipped.values()), 422)
         try:
             out = fit_people(self._body, observations, self.fit_settings(), progress=progress, cancel=cancel)
-        except CompileFailed as exc:
+        except (CompileFailed, FloatingPointError) as exc:
             raise BackendError(str(exc), 500) from exc
         if skipped:
             out["skipped"] = np.array([f"person {k}: {v}" for k, v in skipped.items()])

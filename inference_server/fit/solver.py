@@ -35,6 +35,7 @@ import torch
 
 from .bones import BODY_BONES, FINGER_BONES, HINGES
 from .body_model import BodyModel
+from .correspondences import JOINT_NAMES
 from .group import Group, compiled_for
 from .observations import PersonObservation, class_index_of_vertices
 from .problem import PersonProblem
@@ -69,6 +70,12 @@ class FitSettings:
     # People fitted together (one batched body pass per evaluation; group.py): a photo's people
     # in groups of at most this many.
     group_size: int = 4
+    # Limb folds the closed-form start had to guess (a joint over a hole in the depth: two
+    # points on its ray fit its keypoint, start.limb_target), per person: each other fold is
+    # taken through the skeleton and surface stages beside the first guess, batched with it,
+    # and the lower loss kept (an elbow 20 cm in front of the body otherwise). Each try adds
+    # about 0.35 s; at most this many per person, the folds farthest apart first. 0: none.
+    fold_tries: int = 2
     # torch threads while fitting: the fit's tensors are small, so extra threads buy little and
     # on a busy machine (a batch, the test suite, Blender) spinning threads made it 4x slower.
     threads: int | None = 1
@@ -170,14 +177,18 @@ class BodyFitter:
                 steps.append(prob.run_plain(s.plain_steps, s.target_joint_px, cancel, s.plain_monitor, started))
             stages = [{"plain": n} for n in steps]
         else:
-            group = Group(probs)
             for prob in probs:
                 prob.init_closed_form()
             metric = all(obs.metric for obs in observations)
+            tries = self._other_folds(probs)
+            group = Group([p for tried in tries for p in tried])
             n1 = group.run_lbfgs(s.skeleton_steps if metric else s.skeleton_steps_without_metric,
                                  dense=False, cancel=cancel)
             n2 = group.run_lbfgs(s.surface_steps, dense=True, rounds=s.surface_rounds, shape=False,
                                  cancel=cancel)
+            if len(group.problems) > len(probs):
+                probs, (n1, n2) = self._keep_best_folds(group, tries, (n1, n2))
+                group = Group(probs)
             # The body's size and girth only the surface tells well: a round on the shape and
             # placement alone, where those small gradients are not drowned by the pose's.
             n3 = group.run_lbfgs(s.shape_steps, dense=True, cancel=cancel, shape_round=True) if s.shape_steps \
@@ -186,9 +197,43 @@ class BodyFitter:
         seconds = (time.perf_counter() - start) / len(probs)
         return [self._person_fit(prob, steps, seconds) for prob, steps in zip(probs, stages)]
 
+    def _other_folds(self, probs: list) -> list[list]:
+        """Per person: its problem, then one per limb fold its start guessed (PersonProblem.folds)
+        started with that fold turned over. They go through the skeleton and surface stages in
+        the same batched group as everyone else (_keep_best_folds then keeps one)."""
+        tries = [[prob] for prob in probs]
+        for prob, tried in zip(probs, tries):
+            for joint in prob.folds[:self.settings.fold_tries]:
+                other = PersonProblem(self, prob.obs)
+                other.init_closed_form(frozenset({joint}))
+                tried.append(other)
+        return tries
+
+    @staticmethod
+    def _keep_best_folds(group: Group, tries: list[list], counts: tuple) -> tuple[list, tuple]:
+        """Per person, the try whose loss (correspondences picked afresh) is lowest. Judged
+        after the surface stage: after the keypoint stage a fold over a hole reprojects as well
+        either way, and the surface's loss there picked a wrong fold on 1 of 8 noisy scenes
+        (docs/body_fit.md). Returns (the problems kept, ``counts`` [stage][problem] of them)."""
+        with torch.no_grad():
+            group.pick_correspondences()
+            losses = group.losses(dense=True).tolist()
+        kept, i = [], 0
+        for tried in tries:
+            best = i + min(range(len(tried)), key=lambda k: losses[i + k])
+            kept.append(best)
+            chosen = group.problems[best]
+            chosen.fold_report = {"guessed": [JOINT_NAMES[j] for j in tried[0].folds],
+                                  "flipped": [JOINT_NAMES[j] for j in chosen.flipped]}
+            i += len(tried)
+        return [group.problems[k] for k in kept], tuple([c[k] for k in kept] for c in counts)
+
     def _person_fit(self, prob: "PersonProblem", stages: dict, seconds: float) -> PersonFit:
         obs = prob.obs
         rot, phen, placement = prob.result()
+        if not (np.isfinite(rot).all() and np.isfinite(phen).all() and np.isfinite(placement).all()):
+            raise FloatingPointError(f"the body fit of person {obs.person_id} diverged (its pose or shape is not "
+                                     f"finite): please report it with the photo or maps file")
         err = prob.joint_error_px()
         report = {"seconds": round(seconds, 3), "steps": dict(stages),
                   "reprojection_px": round(err, 2),
@@ -199,6 +244,8 @@ class BodyFitter:
                   "keypoints_seen": int(obs.seen.sum())}
         if obs.has_depth:
             report["surface_residual_m"] = round(prob.surface_residual(), 4)
+        if prob.fold_report:
+            report["limb_folds"] = prob.fold_report  # guessed by the start, and the ones turned over
         return PersonFit(obs.person_id, rot, phen, placement, ~obs.seen.copy(), report)
 
 

@@ -172,9 +172,14 @@ def part_direction_target(obs: PersonObservation, joint: int, pivot: np.ndarray,
     return None
 
 
+# Two folds of a limb closer than this in depth (m) are one guess, not two.
+FOLD_APART = 0.05
+
+
 def limb_target(obs: PersonObservation, joint: int, pivot: np.ndarray, length: float,
                 current: np.ndarray, end: tuple[int, float] | None = None,
-                forward: np.ndarray | None = None, depth_tolerance: float = 0.04) -> np.ndarray | None:
+                forward: np.ndarray | None = None, depth_tolerance: float = 0.04
+                ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Where a limb's far joint should go (camera frame): on its keypoint's ray, at the bone's
     length from the bone's head. Of the two such points: the one nearer the depth the pointmap
     lifts the keypoint to (its own part seen there), if within ``depth_tolerance`` (m) of it,
@@ -183,42 +188,54 @@ def limb_target(obs: PersonObservation, joint: int, pivot: np.ndarray, length: f
     over a hole in the depth, its ankle seen); else the one nearer the limb's current depth. A
     joint something else covers is not put in front of that cover. ``forward`` (the body's
     front, for a knee): a knee is not put behind the line from its hip to its ankle (knees do
-    not bend backwards), unless both points are."""
+    not bend backwards), unless both points are.
+
+    Returns (target, the other fold): the other fold when the pick was a guess that the depth
+    at the joint does not settle (metric depth only, the two at least ``FOLD_APART`` apart in
+    depth, neither a knee bent backwards nor in front of its cover), else None: the solver
+    then tries both."""
     if obs.weights[joint] <= 0:
-        return part_direction_target(obs, joint, pivot, length)
+        return part_direction_target(obs, joint, pivot, length), None
     d = _ray(obs, joint)
     d /= np.linalg.norm(d)
     along = float(d @ pivot)
     disc = along ** 2 - float(pivot @ pivot) + length ** 2
     own = lifted_point(obs, joint)
     if disc <= 0:  # the ray passes farther than the bone reaches: the nearest point on it
-        return d * along
+        return d * along, None
     roots = [d * (along - np.sqrt(disc)), d * (along + np.sqrt(disc))]
     if own is not None:
         best = min(roots, key=lambda p: abs(p[2] - own[2]))
         if abs(best[2] - own[2]) <= depth_tolerance:
-            return best
+            return best, None
         # A limb across the line of sight (an arm raised sideways) meets its ray almost
         # tangentially: a few pixels of keypoint error move both points by a hand's length in
         # depth (an arm folded 25 cm off). The lifted point, brought to the bone's length, is
         # off by those pixels only.
-        return pivot + (own - pivot) / max(np.linalg.norm(own - pivot), 1e-9) * length
+        return pivot + (own - pivot) / max(np.linalg.norm(own - pivot), 1e-9) * length, None
+    impossible = [False, False]  # a knee bent backwards, a joint in front of what covers it
     far = lifted_point(obs, end[0]) if end is not None else None
     if far is not None:
-        def cost(p):
-            reach = abs(np.linalg.norm(far - p) - end[1])
-            if forward is None:
-                return reach
+        def knee_backwards(p):
             axis = (far - pivot) / max(np.linalg.norm(far - pivot), 1e-9)
             off = (p - pivot) - axis * float((p - pivot) @ axis)  # from the hip-ankle line
-            return reach + (1.0 if float(off @ forward) < -0.02 else 0.0)
-        return min(roots, key=cost)
-    ref = float(current[2])
-    if obs.metric and np.isfinite(obs.lifted[joint]):  # covered: at or behind the cover
-        ref = max(ref, obs.lifted[joint] + obs.joint_radius[joint])
-    elif (along := _part_depth(obs, joint)) is not None:  # no depth at the keypoint (a hole)
-        ref = along  # the depth of the limb's own part where the pointmap sees it
-    return min(roots, key=lambda p: abs(p[2] - ref))
+            return forward is not None and float(off @ forward) < -0.02
+        impossible = [knee_backwards(p) for p in roots]
+        # The one from which the next joint is in reach. With a few pixels of keypoint error on
+        # a limb across the line of sight that too is a guess (an elbow over a hole put 18 cm
+        # in front of the body): hence the other fold.
+        cost = [abs(np.linalg.norm(far - p) - end[1]) + (1.0 if b else 0.0) for p, b in zip(roots, impossible)]
+    else:
+        ref = float(current[2])
+        if obs.metric and np.isfinite(obs.lifted[joint]):  # covered: at or behind the cover
+            ref = max(ref, obs.lifted[joint] + obs.joint_radius[joint])
+            impossible = [float(p[2]) < obs.lifted[joint] for p in roots]
+        elif (along := _part_depth(obs, joint)) is not None:  # no depth at the keypoint (a hole)
+            ref = along  # the depth of the limb's own part where the pointmap sees it
+        cost = [abs(p[2] - ref) for p in roots]
+    pick = int(cost[1] < cost[0])
+    guess = obs.metric and not any(impossible) and abs(roots[0][2] - roots[1][2]) >= FOLD_APART
+    return roots[pick], (roots[1 - pick] if guess else None)
 
 
 def _part_depth(obs: PersonObservation, joint: int) -> float | None:

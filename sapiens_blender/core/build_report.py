@@ -77,6 +77,12 @@ def fit_summary(fit: dict) -> str:
         parts.append(f"surface {1000 * fit['surface_residual_m']:.0f} mm from the observed one (median)")
     if fit.get("depth"):
         parts.append(f"depth {fit['depth']}")
+    folds = fit.get("limb_folds")
+    if folds and folds.get("guessed"):  # no depth at these joints: both folds were fitted
+        turned = set(folds.get("flipped", ()))
+        parts.append("no depth at the " + " and ".join(
+            n.replace("_", " ") + (" (its other fold fitted better)" if n in turned else "")
+            for n in folds["guessed"]))
     if fit.get("seconds") is not None:
         parts.append(f"{fit['seconds']:.1f} s")
     return ", ".join(parts)

@@ -65,3 +65,7 @@ def test_the_body_line_says_how_well_the_fit_matched_and_warns_when_poorly():
     assert len(warned) == 2 and "4.2 %" in warned[0] and "5.0 cm" in warned[1]
     # A report from an older server (no percentage, no depth) still reads.
     assert fit_summary({"reprojection_px": 6.67}) == "6.7 px from the keypoints"
+    # Limb folds the fit had to guess (no depth at the joint) are said, and which it turned over.
+    folds = {"guessed": ["right_elbow", "left_knee"], "flipped": ["left_knee"]}
+    assert fit_summary({"reprojection_px": 1.0, "limb_folds": folds}) == (
+        "1.0 px from the keypoints, no depth at the right elbow and left knee (its other fold fitted better)")

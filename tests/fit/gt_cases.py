@@ -32,6 +32,8 @@ def case(name: str):
         return _one("arms_raised", "heavy_tall", 25.0)
     if name == "across_slim":
         return _one("across", "slim_short", -20.0)
+    if name == "very_tall":  # the top of anny's height range (its start once went NaN)
+        return _one("arms_bent", "very_tall", 10.0)
     if name == "child":
         return _one("arms_bent", "child", 15.0)
     if name == "dressed":
@@ -44,6 +46,9 @@ def case(name: str):
     if name == "noisy_far_elbow":  # another draw: an arm raised sideways, its elbow 6.6 px off
         maps, bodies = _one("arms_raised", "average", -15.0)
         return scenes.degrade(maps, keypoint_px=3.0, depth_m=0.01, holes=3, seed=6), bodies
+    if name == "elbow_over_hole":  # another draw: the right elbow in a hole in the depth, 5 px off
+        maps, bodies = _one("arms_raised", "average", -15.0)
+        return scenes.degrade(maps, keypoint_px=3.0, depth_m=0.01, holes=3, seed=15), bodies
     if name == "missing_wrist":
         maps, bodies = _one("arms_bent", "average", 0.0)
         return scenes.degrade(maps, drop=("left_wrist",)), bodies
@@ -82,8 +87,8 @@ HELD_OUT = {
 }
 
 
-CASES = ("clean", "turned_stepping_heavy", "across_slim", "child", "dressed", "dressed_child", "noisy",
-         "noisy_far_elbow", "missing_wrist", "half_body", "two_people", "relative_depth", "no_depth")
+CASES = ("clean", "turned_stepping_heavy", "across_slim", "very_tall", "child", "dressed", "dressed_child", "noisy",
+         "noisy_far_elbow", "elbow_over_hole", "missing_wrist", "half_body", "two_people", "relative_depth", "no_depth")
 
 
 def observations(maps) -> list:

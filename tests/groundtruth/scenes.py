@@ -46,6 +46,7 @@ SHAPES = {
     "average": {},
     "heavy_tall": {"gender": 0.0, "weight": 0.85, "height": 0.8, "muscle": 0.6},
     "slim_short": {"gender": 1.0, "weight": 0.2, "height": 0.25, "age": 0.35},
+    "very_tall": {"gender": 0.0, "height": 1.0},  # anny's tallest: 2.2 m
 }
 
 # The 23 COCO(+feet) joints of anny's regressor all have Goliath-308 slots of the same name.
