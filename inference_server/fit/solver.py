@@ -75,6 +75,7 @@ class FitSettings:
     # taken through the skeleton and surface stages beside the first guess, batched with it,
     # and the lower loss kept (an elbow 20 cm in front of the body otherwise). Each try adds
     # about 0.35 s; at most this many per person, the folds farthest apart first. 0: none.
+    # (Compiled, a try makes the group one larger: a size not yet compiled compiles first.)
     fold_tries: int = 2
     # torch threads while fitting: the fit's tensors are small, so extra threads buy little and
     # on a busy machine (a batch, the test suite, Blender) spinning threads made it 4x slower.
