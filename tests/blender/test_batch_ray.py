@@ -174,9 +174,11 @@ def test_ctrl_c_stops_the_cluster_and_a_rerun_resumes(inputs, local_outputs, tmp
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(" built 1 " in line for line in lines):
         time.sleep(0.05)
+    waited = time.monotonic() - (deadline - 120)
     proc.send_signal(signal.SIGINT)  # to the driver only, as a terminal's Ctrl-C reaches Python
-    assert proc.wait(timeout=60) == 130
+    code = proc.wait(timeout=60)
     reader.join(10)
+    assert code == 130, f"interrupt sent after {waited:.1f} s; stderr:\n" + "".join(lines)[-4000:]
     assert "interrupted" in "".join(lines)
     assert_no_ray_left(since)
     finished = {p.name for p in out.glob("*.glb") if not p.name.startswith(".")}
