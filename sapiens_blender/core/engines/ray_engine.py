@@ -26,6 +26,7 @@ import io
 import logging
 import os
 import queue
+import signal
 import socket
 import threading
 import time
@@ -55,6 +56,37 @@ class RayOptions:
     timings: dict = field(default_factory=dict)  # filled: seconds to connect/start and to shut down
 
 
+class Interrupts:
+    """Ctrl+C and SIGTERM during a run, noted as well as raised. A KeyboardInterrupt raised while
+    the main thread is inside Ray's own code can be swallowed there: a full test-suite run once
+    went on to the end after its Ctrl+C (exit 1, not 130). The run's loop checks the note every
+    turn (``check``), so the interrupt lands within a turn either way. Outside the main thread
+    (where Python takes no signal handlers) it notes nothing and only ``check`` is there."""
+
+    def __init__(self):
+        self.received = threading.Event()
+        self._previous: dict = {}
+
+    def __enter__(self) -> "Interrupts":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self._previous = {}
+
+    def _handle(self, signum, frame) -> None:
+        self.received.set()
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.received.is_set():
+            raise KeyboardInterrupt
+
+
 def run_on_ray(jobs: list[dict], progress, failures: dict, options: RayOptions) -> None:
     """Build ``jobs`` on Ray; ``progress.step(ok, name)`` per finished input, ``failures[name]``
     for each that failed."""
@@ -71,7 +103,8 @@ def run_on_ray(jobs: list[dict], progress, failures: dict, options: RayOptions) 
     started_here = _connect(ray, options)
     options.timings["connect"] = time.perf_counter() - start
     try:
-        _run(ray, jobs, progress, failures, options)
+        with Interrupts() as interrupts:
+            _run(ray, jobs, progress, failures, options, interrupts)
     finally:
         start = time.perf_counter()
         # An interrupted analysis stage complains at length once Ray is gone: not news.
@@ -119,7 +152,7 @@ def forwarded_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(("SAPIENS_", "HF_"))}
 
 
-def _run(ray, jobs, progress, failures, options: RayOptions) -> None:
+def _run(ray, jobs, progress, failures, options: RayOptions, interrupts: Interrupts) -> None:
     import ray.data
 
     ray.data.DataContext.get_current().enable_progress_bars = False  # ours is on stderr already
@@ -139,6 +172,7 @@ def _run(ray, jobs, progress, failures, options: RayOptions) -> None:
     analysis_done = not photos
     try:
         while maps_jobs or pending or not analysis_done:
+            interrupts.check()
             while maps_jobs and len(pending) < cap:  # maps .npz: nothing to analyse
                 job = maps_jobs.popleft()
                 pending[build.remote(job, None)] = (job, None)
