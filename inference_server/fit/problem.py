@@ -18,6 +18,7 @@ from .body_model import rotvec_to_matrix
 from .correspondences import JOINT_NAMES
 from .observations import PersonObservation
 from .tensor_ops import pinhole, rescaled_depth, to_numpy64, vertex_normals
+from .terms import GroupTerms
 
 
 class PersonProblem:
@@ -86,9 +87,8 @@ class PersonProblem:
     def placement(self) -> tuple[torch.Tensor, torch.Tensor]:
         return rotvec_to_matrix(self.root_rot) @ self.r0, self.t0 + self.root_t
 
-    def to_camera(self, x: torch.Tensor, placement=None) -> torch.Tensor:
-        """``placement``: (r, t) when the caller has it already (one per evaluation)."""
-        r, t = placement if placement is not None else self.placement()
+    def to_camera(self, x: torch.Tensor) -> torch.Tensor:
+        r, t = self.placement()
         return x @ r.T + t
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
@@ -118,14 +118,24 @@ class PersonProblem:
             logit = torch.logit(ph[best:best + 1], eps=0.05) / self.f.shape_scale
             self.shape_logit.data.copy_(logit)
 
-    def init_closed_form(self, flip: frozenset = frozenset()) -> None:
-        """The closed-form start; ``flip``: joints whose limb takes its other fold (folds)."""
+    def init_closed_form(self) -> None:
         self.init_size()
         r, t = start.closed_form(self.obs, self._rest_joints())
         self._set_placement(r, t)
-        self.init_limbs(flip)
+        self.init_limbs()
         if self.obs.has_depth and not self.obs.metric:
             self._init_depth_scale()
+
+    def other_fold(self, joint: int) -> "PersonProblem":
+        """A second start for this person (after init_closed_form): the same size and placement,
+        ``joint``'s limb folded the other way (one of ``folds``), the other limbs as the start
+        turns them. Folds are guessed with metric depth only: no depth scale to start."""
+        other = PersonProblem(self.f, self.obs)
+        with torch.no_grad():
+            other.shape_logit.copy_(self.shape_logit)
+        other.r0, other.t0 = self.r0, self.t0
+        other.init_limbs(frozenset({joint}))
+        return other
 
     def init_limbs(self, flip: frozenset = frozenset()) -> None:
         """Arms and legs turned in closed form, upper bone then lower, so that each seen elbow,
@@ -253,8 +263,6 @@ class PersonProblem:
 
     def run_plain(self, max_steps: int, target_px: float | None, cancel=None, monitor=None,
                   started: float | None = None) -> int:
-        from .terms import GroupTerms
-
         opt = torch.optim.Adam(self._params(True))
         terms = GroupTerms([self])
         started = time.perf_counter() if started is None else started

@@ -204,17 +204,14 @@ class BodyFitter:
         the same batched group as everyone else (_keep_best_folds then keeps one)."""
         tries = [[prob] for prob in probs]
         for prob, tried in zip(probs, tries):
-            for joint in prob.folds[:self.settings.fold_tries]:
-                other = PersonProblem(self, prob.obs)
-                other.init_closed_form(frozenset({joint}))
-                tried.append(other)
+            tried += [prob.other_fold(joint) for joint in prob.folds[:self.settings.fold_tries]]
         return tries
 
     @staticmethod
     def _keep_best_folds(group: Group, tries: list[list], counts: tuple) -> tuple[list, tuple]:
         """Per person, the try whose loss (correspondences picked afresh) is lowest. Judged
         after the surface stage: after the keypoint stage a fold over a hole reprojects as well
-        either way, and the surface's loss there picked a wrong fold on 1 of 8 noisy scenes
+        either way, and the surface's loss there picked the worse fold on 1 of 8 noisy scenes
         (docs/body_fit.md). Returns (the problems kept, ``counts`` [stage][problem] of them)."""
         with torch.no_grad():
             group.pick_correspondences()
@@ -223,9 +220,10 @@ class BodyFitter:
         for tried in tries:
             best = i + min(range(len(tried)), key=lambda k: losses[i + k])
             kept.append(best)
-            chosen = group.problems[best]
-            chosen.fold_report = {"guessed": [JOINT_NAMES[j] for j in tried[0].folds],
-                                  "flipped": [JOINT_NAMES[j] for j in chosen.flipped]}
+            if len(tried) > 1:  # the people without a guessed fold report none
+                chosen = group.problems[best]
+                chosen.fold_report = {"guessed": [JOINT_NAMES[j] for j in tried[0].folds],
+                                      "flipped": [JOINT_NAMES[j] for j in chosen.flipped]}
             i += len(tried)
         return [group.problems[k] for k in kept], tuple([c[k] for k in kept] for c in counts)
 

@@ -164,7 +164,7 @@ def test_ctrl_c_stops_the_cluster_and_a_rerun_resumes(inputs, local_outputs, tmp
     cmd = [sys.executable, "-c", ENTRY, "batch", str(inputs), "--out", str(out), "--engine", "ray",
            "--model", "ellipsoid", "--backend-module", "ellipsoid_backend", *SMALL_CLUSTER]
     # The photos' analysis is slowed so that the maps' builds finish first and the interrupt
-    # lands mid-run however busy the machine is (else a fast run could end before it lands).
+    # lands mid-run, with builds both done and to do.
     slow = {**ENV, "ELLIPSOID_ANALYSIS_DELAY_S": "4"}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=slow, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
