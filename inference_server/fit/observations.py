@@ -18,7 +18,7 @@ import numpy as np
 from scipy import ndimage
 
 from .correspondences import (COVERING_CLASSES, JOINT_KEYPOINT_INDEX, JOINT_NAMES, SKIN_JOINTS,
-                              covered_classes, part_names)
+                              covered_classes, is_finger, part_names)
 
 BODY_CLASSES = ("Face_Neck", "Torso", "Left_Upper_Arm", "Right_Upper_Arm", "Left_Lower_Arm",
                 "Right_Lower_Arm", "Left_Hand", "Right_Hand", "Left_Upper_Leg", "Right_Upper_Leg",
@@ -37,6 +37,13 @@ _KEYPOINT_PARTS = {"shoulder": ("Upper_Arm", "Torso"), "elbow": ("Upper_Arm", "L
                    "toe": ("Foot",), "heel": ("Foot",)}
 
 MIN_SCORE = 0.3
+
+# A keypoint's weight is its score, times this for a finger's: a hand's 20 keypoints lie within
+# a few centimetres, and at 1 two hands (40) outweighed the body's 23 joints, so that a few
+# pixels of noise on a hand steered its arm (joints max over 6 noisy draws of a raised-arms
+# scene: 2.1 cm at 1, 1.6 at 0.3; docs/body_fit.md).
+FINGER_WEIGHT = 0.3
+_KEYPOINT_WEIGHT = np.array([FINGER_WEIGHT if is_finger(n) else 1.0 for n in JOINT_NAMES])
 
 
 class ObservationError(ValueError):
@@ -124,7 +131,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     kp = row[list(JOINT_KEYPOINT_INDEX)]
     xy, score = kp[:, :2], np.nan_to_num(kp[:, 2])
     inside = (xy[:, 0] >= 0) & (xy[:, 0] < w) & (xy[:, 1] >= 0) & (xy[:, 1] < h)
-    weights = np.where((score >= MIN_SCORE) & inside & np.isfinite(xy).all(1), np.clip(score, 0, 1), 0.0)
+    weights = np.where((score >= MIN_SCORE) & inside & np.isfinite(xy).all(1), np.clip(score, 0, 1) * _KEYPOINT_WEIGHT, 0.0)
     if (weights > 0).sum() < 4:
         raise ObservationError(f"person {person_id}: fewer than 4 keypoints seen (score >= {MIN_SCORE})")
 
@@ -150,13 +157,22 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
                 continue
             c, r = int(xy[j, 0]), int(xy[j, 1])
             r0, r1, c0, c1 = max(r - 2, 0), min(r + 3, h), max(c - 2, 0), min(c + 3, w)
-            win = z[r0:r1, c0:c1][mine[r0:r1, c0:c1]]
-            win = win[np.isfinite(win)]
+            side = "Left" if name.startswith("left") else "Right"
+            allowed = {f"{side}_Hand"} if is_finger(name) else \
+                {f"{side}_{p}" if p != "Torso" else p for p in _KEYPOINT_PARTS.get(_joint_kind(name), ())}
+            zw = z[r0:r1, c0:c1]
+            own = mine[r0:r1, c0:c1] & np.isfinite(zw)
+            if allowed:
+                # The joint's own part (or clothing over it) where the window shows it: a limb a
+                # few pixels wide in front of the body (a hand across the belly) is otherwise
+                # lifted to the depth of what is behind it, centimetres too deep.
+                ok = [i for i, n in names_by_id.items() if n in allowed or any(a in covered_classes(n) for a in allowed)]
+                on_part = own & np.isin(parts[r0:r1, c0:c1], ok)
+                if on_part.any():
+                    own = on_part
+            win = zw[own]
             if len(win):
                 lifted[j] = float(np.median(win))
-                kind = _joint_kind(name)
-                side = "Left" if name.startswith("left") else "Right"
-                allowed = {f"{side}_{p}" if p != "Torso" else p for p in _KEYPOINT_PARTS.get(kind, ())}
                 here = names_by_id.get(int(parts[r, c]), "")
                 # Clothing over the joint's part: the joint is at least that deep (one-sided),
                 # not exactly (the clothing's thickness is not known here).

@@ -15,10 +15,15 @@ import torch
 from . import start
 from .bones import BODY_BONES, BONE_EVIDENCE, BONE_PART, FINGER_BONES, LIMB_CHAINS, START_SIZES
 from .body_model import rotvec_to_matrix
-from .correspondences import JOINT_NAMES
+from .correspondences import JOINT_NAMES, is_finger
 from .observations import PersonObservation
-from .tensor_ops import pinhole, rescaled_depth, to_numpy64, vertex_normals
+from .tensor_ops import charbonnier, pinhole, rescaled_depth, to_numpy64, vertex_normals
 from .terms import GroupTerms
+
+
+# The twist prior (per rad^2 of a bone's turn about its own axis), and where the hand is seen.
+TWIST, TWIST_SEEN = 2.0, 0.05
+HAND_SEEN = 6  # seen finger keypoints that count as a seen hand (fingers and forearm twist free)
 
 
 class PersonProblem:
@@ -64,10 +69,18 @@ class PersonProblem:
             else:  # no keypoint and no segmentation part: a neutral limb, not noise
                 prior.append(30.0)
         self.prior = real(prior)
-        hands = {s: sum(1 for n in seen if n.startswith(s) and ("finger" in n or "thumb" in n))
-                 for s in ("left", "right")}
-        self.finger_prior = real([0.3 if hands["left" if b.endswith(".L") else "right"] >= 6 else 30.0
-                                  for b in FINGER_BONES])
+        # Per side, the seen hand keypoints (indices into JOINT_NAMES), if enough to show the hand.
+        self.hands = {}
+        for side in ("left", "right"):
+            hand = [j for j, n in enumerate(JOINT_NAMES) if n in seen and n.startswith(side) and is_finger(n)]
+            self.hands[side] = hand if len(hand) >= HAND_SEEN else []
+        side_of = lambda bone: "left" if bone.endswith(".L") else "right"  # noqa: E731
+        self.finger_prior = real([0.3 if self.hands[side_of(b)] else 30.0 for b in FINGER_BONES])
+        # Twist about a bone's own axis: held hard (one keypoint per bone does not see it), but
+        # the forearm's (the hand turned palm up or down) is free where the hand's keypoints show
+        # it: a hand across the belly is turned 90 degrees, which the hard prior undid.
+        self.twist_prior = real([TWIST_SEEN if b.startswith("lowerarm01") and self.hands[side_of(b)] else TWIST
+                                 for b in BODY_BONES])
 
     # --- variables -> body -------------------------------------------------------------------
     @property
@@ -123,6 +136,7 @@ class PersonProblem:
         r, t = start.closed_form(self.obs, self._rest_joints())
         self._set_placement(r, t)
         self.init_limbs()
+        self.init_hands()
         if self.obs.has_depth and not self.obs.metric:
             self._init_depth_scale()
 
@@ -135,6 +149,7 @@ class PersonProblem:
             other.shape_logit.copy_(self.shape_logit)
         other.r0, other.t0 = self.r0, self.t0
         other.init_limbs(frozenset({joint}))
+        other.init_hands()
         return other
 
     def init_limbs(self, flip: frozenset = frozenset()) -> None:
@@ -181,6 +196,37 @@ class PersonProblem:
                     self.pose_free[free[bone]] = roma.rotmat_to_rotvec(torch.as_tensor(new)).to(self.dev, self.dt)
         # The folds farthest apart first: a wrong guess there costs the most.
         self.folds = [joint for _gap, joint in sorted(self.folds, key=lambda g: -g[0])]
+
+    def init_hands(self, turns: int = 24) -> None:
+        """Each forearm turned about its own axis to where its seen finger keypoints reproject
+        best (keypoint term plus twist prior, as the loss weighs them), of ``turns`` angles round
+        the circle. The loss is not convex in that twist: from the untwisted start, forearms
+        turned 90 degrees (hands across the belly) were fitted with the hand upside down, its
+        finger keypoints 10-20 px off (given up as outliers) and the elbow 4 cm off."""
+        import roma
+
+        free = {int(b): k for k, b in enumerate(self.f._free)}
+        angle = torch.arange(turns, dtype=self.dt, device=self.dev) * (2 * np.pi / turns)
+        angle = torch.remainder(angle + np.pi, 2 * np.pi) - np.pi  # [-pi, pi): 0 (no turn) is one
+        spin = torch.zeros((turns, 3), dtype=self.dt, device=self.dev)
+        spin[:, 1] = angle  # about the bone's own Y: the forearm's axis, the wrist stays put
+        for side, s in (("left", "L"), ("right", "R")):
+            hand = self.hands[side]
+            if not hand:
+                continue
+            k = free[self.f.body.bone_index[f"lowerarm01.{s}"]]
+            with torch.no_grad():
+                base = rotvec_to_matrix(self.pose_free[k])
+                turned = roma.rotmat_to_rotvec(base[None] @ rotvec_to_matrix(spin))  # [T,3]
+                rot = self.rotvecs().expand(turns, -1, -1).clone()
+                rot[:, self.f._free[k]] = turned
+                joints = self.f.body.skeleton(self.phenotypes().expand(turns, -1), rot).joints[:, hand]
+                r, t = self.placement()
+                px = self.project(joints @ r.T + t)
+                err = (px - self.kp[hand]).norm(dim=-1) / max(self.obs.scale_px, 1.0) * 100.0
+                cost = (self.w[hand] * charbonnier(err, 1.0)).sum(-1) / self.w.sum() \
+                    + self.twist_prior[k] * turned[:, 1] ** 2
+                self.pose_free[k] = turned[int(cost.argmin())]
 
     def _init_depth_scale(self) -> None:
         """Relative depth: the scale that puts the observed torso at the body's torso depth."""

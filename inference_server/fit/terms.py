@@ -82,7 +82,7 @@ class GroupTerms:
         # Keypoints with a lifted depth (none without depth: every lift is NaN there).
         self.lift_m = real(np.isfinite(lifted)) * self.w
         self.scale = real([max(o.scale_px, 1.0) for o in obs])[:, None]
-        self.prior, self.finger_prior = stack("prior"), stack("finger_prior")
+        self.prior, self.finger_prior, self.twist_prior = stack("prior"), stack("finger_prior"), stack("twist_prior")
         # Depth: relative depth solves a scale and shift per person (people without it would
         # hold 1 and 0, which leave its terms exact).
         self.any_depth = any(o.has_depth for o in obs)
@@ -148,8 +148,9 @@ class GroupTerms:
         limits, shapes near the average, age held past a young adult."""
         f, free = self.f, v.pose_free
         loss = (self.prior[..., None] * free ** 2).sum((1, 2)) * 0.5 * self.wt["prior"]
-        # Twist (about each bone's own Y) is rare: held harder.
-        loss = loss + 2.0 * (free[..., 1] ** 2).sum(-1)
+        # Twist (about each bone's own Y) is rare, and one keypoint per bone does not see it:
+        # held harder (but a forearm whose hand is seen turns freely: problem.TWIST_SEEN).
+        loss = loss + (self.twist_prior * free[..., 1] ** 2).sum(-1)
         # Knees and elbows do not bend backwards (beyond a little slack).
         hinge = free[:, f._hinges, 0]
         loss = loss + self.wt["hinge"] * 20.0 * (torch.relu(-hinge - 0.15) ** 2).sum(-1)

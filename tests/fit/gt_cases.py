@@ -16,8 +16,8 @@ import scoring
 SIZE = (320, 240)
 
 
-def _one(pose, shape, yaw, size=SIZE, dressed=False, distance=3.0):
-    body = scenes.pose_body(pose, shape, yaw, (0.0, 0.0, distance))
+def _one(pose, shape, yaw, size=SIZE, dressed=False, distance=3.0, hands=False):
+    body = scenes.pose_body(pose, shape, yaw, (0.0, 0.0, distance), hands=hands)
     shown = scenes.dress(body) if dressed else body
     scene = scenes.render([shown], size)
     maps = scenes.with_clothing(scene.maps) if dressed else scene.maps
@@ -32,6 +32,8 @@ def case(name: str):
         return _one("arms_raised", "heavy_tall", 25.0)
     if name == "across_slim":
         return _one("across", "slim_short", -20.0)
+    if name == "hands_across":  # with the hand keypoints Sapiens gives: a forearm turned 90 degrees
+        return _one("across", "heavy_tall", -20.0, hands=True)
     if name == "very_tall":  # the top of anny's height range (its start once went NaN)
         return _one("arms_bent", "very_tall", 10.0)
     if name == "child":
@@ -87,8 +89,8 @@ HELD_OUT = {
 }
 
 
-CASES = ("clean", "turned_stepping_heavy", "across_slim", "very_tall", "child", "dressed", "dressed_child", "noisy",
-         "noisy_far_elbow", "elbow_over_hole", "missing_wrist", "half_body", "two_people", "relative_depth", "no_depth")
+CASES = ("clean", "turned_stepping_heavy", "across_slim", "hands_across", "very_tall", "child", "dressed",
+         "dressed_child", "noisy", "noisy_far_elbow", "elbow_over_hole", "missing_wrist", "half_body", "two_people", "relative_depth", "no_depth")
 
 
 def observations(maps) -> list:

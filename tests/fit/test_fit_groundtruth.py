@@ -22,6 +22,9 @@ LIMITS = {
     "clean": (0.5, 0.3, 1.0, 2.0, 2.0),
     "turned_stepping_heavy": (1.0, 0.5, 1.2, 2.5, 2.0),
     "across_slim": (0.9, 0.7, 1.3, 2.5, 2.0),
+    # With the hand keypoints: a forearm turned 90 degrees was fitted with its hand upside down
+    # (4.1 cm joints max, finger joints 15 cm off) until the start turned it (init_hands).
+    "hands_across": (1.2, 0.6, 1.3, 2.5, 2.0),
     # 2.2 m: the tallest start size is anny's height 1, whose logit was infinite (a NaN fit).
     "very_tall": (1.0, 0.5, 1.6, 3.0, 2.0),
     "child": (0.5, 0.4, 1.1, 2.5, 2.0),
@@ -82,6 +85,19 @@ def test_a_guessed_limb_fold_is_tried_both_ways(results):
     folds = json.loads(str(fit["reports"][0]))["limb_folds"]
     assert folds == {"guessed": ["right_elbow"], "flipped": ["right_elbow"]}, folds
     assert "limb_folds" not in json.loads(str(results["clean"][0]["reports"][0]))  # nothing to guess
+
+
+def test_hand_keypoints_turn_the_forearm_and_place_the_fingers(results):
+    """A hand across the belly, its forearm turned 90 degrees: the finger keypoints decide the
+    turn (the twist prior is light for a seen hand) and the fingers land on their joints."""
+    from inference_server.fit.correspondences import JOINT_NAMES, is_finger
+    from sapiens_blender.core.goliath import KEYPOINT_INDEX
+
+    fit, maps, bodies, _rows = results["hands_across"]
+    fingers = [n for n in JOINT_NAMES if is_finger(n)]
+    assert (maps.keypoints[0, [KEYPOINT_INDEX[n] for n in fingers], 2] > 0.5).sum() >= 30
+    err = np.array([np.linalg.norm(fit["joints"][0][JOINT_NAMES.index(n)] - bodies[0].joints[n]) for n in fingers])
+    assert err.mean() <= 0.015 and err.max() <= 0.045, (err.mean(), err.max())  # 0.7 / 2.5 cm (was 3.5 / 15)
 
 
 def test_a_half_body_portrait_gets_neutral_standing_legs(results, body):

@@ -64,14 +64,18 @@ def _bone_class(bone: str) -> str:
     return part_of_bone(bone)
 
 
-# Keypoints anny regresses on (or just under) the skin, not at a joint centre.
+# Keypoints anny regresses on (or just under) the skin, not at a joint centre; finger tips too.
 _SKIN_POINTS = frozenset({"nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_big_toe",
-                          "right_big_toe", "left_small_toe", "right_small_toe", "left_heel", "right_heel"})
+                          "right_big_toe", "left_small_toe", "right_small_toe", "left_heel", "right_heel"}
+                         | {f"{side}_{finger}4" for side in ("left", "right")
+                            for finger in ("thumb", "forefinger", "middle_finger", "ring_finger", "pinky_finger")})
 
 
 # Which part classes a keypoint may be seen on (otherwise it is occluded: low score).
 def _visible_classes(name: str) -> tuple[str, ...]:
     side = "Left" if name.startswith("left") else "Right"
+    if "finger" in name or "thumb" in name:
+        return (f"{side}_Hand",)
     table = {
         "shoulder": ("Upper_Arm", "Torso"), "elbow": ("Upper_Arm", "Lower_Arm"),
         "wrist": ("Lower_Arm", "Hand"), "hip": ("Upper_Leg", "Torso"),
@@ -102,7 +106,7 @@ class Body:
     vertices: np.ndarray  # float64 [V,3]
     faces: np.ndarray  # int64 [F,3]
     face_class: np.ndarray  # int [F], Sapiens2 class id per triangle
-    joints: dict  # COCO name -> xyz (camera frame, joint centres) + "neck" = mid shoulders
+    joints: dict  # COCO name -> xyz (camera frame, joint centres) + "neck" = mid shoulders (+ fingers)
     height: float  # metres, rest-pose standing height
 
 
@@ -119,10 +123,11 @@ class Scene:
 
 
 def pose_body(pose: str = "arms_bent", shape: str = "average", yaw_deg: float = 0.0,
-              position=(0.0, 0.0, 3.0)) -> Body:
+              position=(0.0, 0.0, 3.0), hands: bool = False) -> Body:
     """Pose and shape the body, turn it by ``yaw_deg`` about its up axis, place its centre.
 
-    ``pose``: a name of ``POSES`` or such a dict itself ({anny bone: (axis, degrees)})."""
+    ``pose``: a name of ``POSES`` or such a dict itself ({anny bone: (axis, degrees)}).
+    ``hands``: the 40 finger joints too (Goliath's hand keypoints, as Sapiens finds them)."""
     import roma
     import torch
 
@@ -157,7 +162,39 @@ def pose_body(pose: str = "arms_bent", shape: str = "average", yaw_deg: float = 
 
     joints = {n: place(kp[i]) for i, n in enumerate(regressor.labels)}
     joints["neck"] = 0.5 * (joints["left_shoulder"] + joints["right_shoulder"])
+    if hands:
+        joints.update({n: place(p) for n, p in _finger_joints(out, phen).items()})
     return Body(place(verts), faces, class_of_bone[fbone], joints, height)
+
+
+def _finger_joints(out: dict, phen: dict | None) -> dict:
+    """Goliath's finger keypoints on a posed anny body (model frame): the posed heads of the
+    finger bones (anny's own bone poses), and the finger tips: the last phalanx's tail
+    carried by its bone (the tail as the fit defines it, body_model.rest_bones: on the bone's
+    axis, as far as its farthest vertex)."""
+    import torch
+
+    from inference_server.fit.body_model import PHENOTYPE_NAMES, BodyModel
+    from inference_server.fit.correspondences import JOINT_NAMES, JOINT_SOURCES, is_finger
+
+    body = BodyModel.load()
+    values = {n: 0.5 for n in PHENOTYPE_NAMES}
+    values.update({k: float(v) for k, v in (phen or {}).items()})
+    with torch.no_grad():
+        coeffs = body.shape_coefficients(torch.tensor([[values[n] for n in PHENOTYPE_NAMES]], dtype=body.dtype))
+        tails = body.rest_bones(coeffs)[1][0].double()
+        posed, rest = out["bone_poses"][0].double(), out["rest_bone_poses"][0].double()
+    joints = {}
+    for name, (kind, bone) in zip(JOINT_NAMES, JOINT_SOURCES):
+        if not is_finger(name):
+            continue
+        b = body.bone_index[bone]
+        if kind == "head":
+            joints[name] = posed[b, :3, 3].numpy()
+        else:
+            skin = posed[b] @ torch.linalg.inv(rest[b])  # the bone's rest -> posed transform
+            joints[name] = (skin[:3, :3] @ tails[b] + skin[:3, 3]).numpy()
+    return joints
 
 
 def render(bodies: list, size=(320, 240), focal: float | None = None) -> Scene:
