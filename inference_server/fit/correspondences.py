@@ -39,6 +39,7 @@ JOINT_NAMES: tuple[str, ...] = tuple(n for n, _ in _SOURCES)
 JOINT_SOURCES: tuple[tuple[str, str], ...] = tuple(src for _, src in _SOURCES)
 JOINT_KEYPOINT_INDEX = tuple(KEYPOINT_NAMES.index(n) for n in JOINT_NAMES)
 
+
 def is_finger(name: str) -> bool:
     """A hand keypoint of Goliath's: a finger's or the thumb's joint or tip."""
     return "finger" in name or "thumb" in name

@@ -89,6 +89,12 @@ def _class_ids(part_names_in) -> dict[str, int]:
     return {str(n): i for i, n in enumerate(part_names_in)}
 
 
+def _lift_class_ids(allowed: frozenset, names_by_id: dict) -> list[int]:
+    """The class ids a joint of parts ``allowed`` may be lifted from: those parts, and what
+    covers them."""
+    return [i for i, n in names_by_id.items() if n in allowed or any(a in covered_classes(n) for a in allowed)]
+
+
 def _joint_kind(name: str) -> str:
     for key in _KEYPOINT_PARTS:
         if name.endswith(key):
@@ -131,7 +137,8 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     kp = row[list(JOINT_KEYPOINT_INDEX)]
     xy, score = kp[:, :2], np.nan_to_num(kp[:, 2])
     inside = (xy[:, 0] >= 0) & (xy[:, 0] < w) & (xy[:, 1] >= 0) & (xy[:, 1] < h)
-    weights = np.where((score >= MIN_SCORE) & inside & np.isfinite(xy).all(1), np.clip(score, 0, 1) * _KEYPOINT_WEIGHT, 0.0)
+    weights = np.where((score >= MIN_SCORE) & inside & np.isfinite(xy).all(1),
+                       np.clip(score, 0, 1) * _KEYPOINT_WEIGHT, 0.0)
     if (weights > 0).sum() < 4:
         raise ObservationError(f"person {person_id}: fewer than 4 keypoints seen (score >= {MIN_SCORE})")
 
@@ -166,8 +173,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
                 # The joint's own part (or clothing over it) where the window shows it: a limb a
                 # few pixels wide in front of the body (a hand across the belly) is otherwise
                 # lifted to the depth of what is behind it, centimetres too deep.
-                ok = [i for i, n in names_by_id.items() if n in allowed or any(a in covered_classes(n) for a in allowed)]
-                on_part = own & np.isin(parts[r0:r1, c0:c1], ok)
+                on_part = own & np.isin(parts[r0:r1, c0:c1], _lift_class_ids(frozenset(allowed), names_by_id))
                 if on_part.any():
                     own = on_part
             win = zw[own]

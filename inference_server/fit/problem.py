@@ -17,7 +17,7 @@ from .bones import BODY_BONES, BONE_EVIDENCE, BONE_PART, FINGER_BONES, LIMB_CHAI
 from .body_model import rotvec_to_matrix
 from .correspondences import JOINT_NAMES, is_finger
 from .observations import PersonObservation
-from .tensor_ops import charbonnier, pinhole, rescaled_depth, to_numpy64, vertex_normals
+from .tensor_ops import keypoint_cost, pinhole, rescaled_depth, to_numpy64, vertex_normals
 from .terms import GroupTerms
 
 
@@ -221,11 +221,9 @@ class PersonProblem:
                 rot = self.rotvecs().expand(turns, -1, -1).clone()
                 rot[:, self.f._free[k]] = turned
                 joints = self.f.body.skeleton(self.phenotypes().expand(turns, -1), rot).joints[:, hand]
-                r, t = self.placement()
-                px = self.project(joints @ r.T + t)
-                err = (px - self.kp[hand]).norm(dim=-1) / max(self.obs.scale_px, 1.0) * 100.0
-                cost = (self.w[hand] * charbonnier(err, 1.0)).sum(-1) / self.w.sum() \
-                    + self.twist_prior[k] * turned[:, 1] ** 2
+                px = self.project(self.to_camera(joints))
+                cost = keypoint_cost(px, self.kp[hand], self.w[hand], max(self.obs.scale_px, 1.0)).sum(-1) \
+                    / self.w.sum() + self.twist_prior[k] * turned[:, 1] ** 2
                 self.pose_free[k] = turned[int(cost.argmin())]
 
     def _init_depth_scale(self) -> None:

@@ -15,6 +15,12 @@ def charbonnier(x: torch.Tensor, eps: float) -> torch.Tensor:
     return torch.sqrt(x * x + eps * eps) - eps
 
 
+def keypoint_cost(px: torch.Tensor, keypoints: torch.Tensor, weights: torch.Tensor, scale) -> torch.Tensor:
+    """Per keypoint [..., J]: the score-weighted, robust (Charbonnier) reprojection error, in %
+    of the person's size ``scale`` (px)."""
+    return weights * charbonnier((px - keypoints).norm(dim=-1) / scale * 100.0, 1.0)
+
+
 def pinhole(x: torch.Tensor, fx, fy, cx, cy) -> torch.Tensor:
     """Camera-frame points [..., 3] -> pixels [..., 2] (depth held off zero: a body point behind
     the camera must not blow the terms up)."""

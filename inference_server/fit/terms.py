@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .body_model import rotvec_to_matrix
-from .tensor_ops import charbonnier, pinhole, rescaled_depth
+from .tensor_ops import charbonnier, keypoint_cost, pinhole, rescaled_depth
 
 
 @dataclass
@@ -131,8 +131,7 @@ class GroupTerms:
         """[P]: robust, score-weighted reprojection (in % of each person's size), and where
         depth is known the joints at their lifted depth (one-sided under clothing)."""
         cam = v.to_camera(joints)
-        r = (self.project(cam) - self.kp).norm(dim=-1) / self.scale * 100.0
-        loss = (self.w * charbonnier(r, 1.0)).sum(-1) / self.w.sum(-1).clamp_min(1e-6)
+        loss = keypoint_cost(self.project(cam), self.kp, self.w, self.scale).sum(-1) / self.w.sum(-1).clamp_min(1e-6)
         if self.any_depth:
             surface = self.lifted
             if self.relative:

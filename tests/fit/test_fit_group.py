@@ -127,4 +127,3 @@ def test_a_persons_terms_in_a_group_are_its_terms_alone(body, two_people, depth)
             for a, b in zip(grads[4 * i:4 * i + 4], own):
                 # float32 rounding of batched products, amplified where the gradient's terms cancel
                 assert torch.allclose(a, b, rtol=1e-4, atol=1e-3 * float(b.abs().max()) + 1e-7), (dense, shape, i)
-

@@ -73,8 +73,10 @@ _SKIN_POINTS = frozenset({"nose", "left_eye", "right_eye", "left_ear", "right_ea
 
 # Which part classes a keypoint may be seen on (otherwise it is occluded: low score).
 def _visible_classes(name: str) -> tuple[str, ...]:
+    from inference_server.fit.correspondences import is_finger
+
     side = "Left" if name.startswith("left") else "Right"
-    if "finger" in name or "thumb" in name:
+    if is_finger(name):
         return (f"{side}_Hand",)
     table = {
         "shoulder": ("Upper_Arm", "Torso"), "elbow": ("Upper_Arm", "Lower_Arm"),
