@@ -30,7 +30,8 @@ import torch
 
 from .body_model import BodyModel, rotvec_to_matrix
 from .correspondences import JOINT_NAMES
-from .bones import BODY_BONES, HINGES
+from .bones import BODY_BONES
+from .limits import hinge_floors, hinge_penalty, hinge_rows
 from .tensor_ops import charbonnier
 
 # Marker names of the add-on's animation rig (core/motion/rig.MOTION_JOINTS) -> the anny bone
@@ -118,7 +119,8 @@ class _Driver:
         p = np.asarray(ref_placement, np.float64)
         self.ref_r, self.ref_t = torch.as_tensor(p[:3, :3], dtype=dt), torch.as_tensor(p[:3, 3], dtype=dt)
         self.free = torch.tensor([body.bone_index[b] for b in BODY_BONES], dtype=torch.long)
-        self.hinges = torch.tensor([BODY_BONES.index(b) for b in HINGES], dtype=torch.long)
+        self.hinges = torch.tensor(hinge_rows(), dtype=torch.long)
+        self.hinge_floors = hinge_floors(body).to(dt)
         torso = torch.zeros(len(BODY_BONES), dtype=dt)
         torso[[BODY_BONES.index(b) for b in _TORSO]] = 1.0
         self.torso = torso
@@ -243,8 +245,7 @@ class _Driver:
             loss = loss + 0.5 * s.temporal * (d ** 2).sum() + 2.0 * (d[:, 1] ** 2).sum()  # twist carries over
             ref_free = self.ref_rot[0, self.free]
             loss = loss + 0.5 * s.torso_reference * (self.torso[:, None] * (pose_free - ref_free) ** 2).sum()
-            hinge = pose_free[self.hinges]
-            loss = loss + 20.0 * (torch.relu(-hinge[:, 0] - 0.15) ** 2).sum()
+            loss = loss + hinge_penalty(pose_free, self.hinges, self.hinge_floors)
             return loss
 
         if float(wsum) > 1e-6:

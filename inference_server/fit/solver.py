@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .bones import BODY_BONES, FINGER_BONES, HINGES
+from .bones import BODY_BONES, FINGER_BONES
 from .body_model import BodyModel
 from .correspondences import JOINT_NAMES
 from .group import Group, compiled_for
+from .limits import hinge_floors, hinge_rows
 from .observations import PersonObservation, class_index_of_vertices
 from .problem import PersonProblem
 
@@ -113,8 +114,10 @@ class BodyFitter:
         self.device = dev = body.device  # the fit runs where the body model lives (cpu or cuda)
         index = lambda bones: torch.tensor([body.bone_index[b] for b in bones], dtype=torch.long, device=dev)  # noqa: E731
         self._free, self._fingers = index(BODY_BONES), index(FINGER_BONES)
-        # knees and elbows, as rows of the free bones' rotations (the prior reads them there)
-        self._hinges = torch.tensor([BODY_BONES.index(b) for b in HINGES], dtype=torch.long, device=dev)
+        # knees and elbows, as rows of the free bones' rotations (the prior reads them there),
+        # and how far each may straighten (limits.py)
+        self._hinges = torch.tensor(hinge_rows(), dtype=torch.long, device=dev)
+        self._hinge_floors = hinge_floors(body).to(self.settings.dtype)
         self.nbones = len(names)
         t = body.template()
         self._faces = torch.as_tensor(t["faces"].astype(np.int64), device=dev)

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .body_model import rotvec_to_matrix
+from .limits import hinge_penalty
 from .tensor_ops import charbonnier, keypoint_cost, pinhole, rescaled_depth
 
 
@@ -151,8 +152,7 @@ class GroupTerms:
         # held harder (but a forearm whose hand is seen turns freely: problem.TWIST_SEEN).
         loss = loss + (self.twist_prior * free[..., 1] ** 2).sum(-1)
         # Knees and elbows do not bend backwards (beyond a little slack).
-        hinge = free[:, f._hinges, 0]
-        loss = loss + self.wt["hinge"] * 20.0 * (torch.relu(-hinge - 0.15) ** 2).sum(-1)
+        loss = loss + self.wt["hinge"] * hinge_penalty(free, f._hinges, f._hinge_floors)
         if f.settings.fingers:
             loss = loss + 0.5 * (self.finger_prior[..., None] * v.pose_fingers ** 2).sum((1, 2))
         loss = loss + 0.02 * ((v.shape_logit * f.shape_scale) ** 2).sum(-1)

@@ -34,6 +34,8 @@ def case(name: str):
         return _one("across", "slim_short", -20.0)
     if name == "hands_across":  # with the hand keypoints Sapiens gives: a forearm turned 90 degrees
         return _one("across", "heavy_tall", -20.0, hands=True)
+    if name == "straight_arms":  # elbows straight: the hinge limit once held them bent
+        return _one("arms_straight", "average", 10.0)
     if name == "very_tall":  # the top of anny's height range (its start once went NaN)
         return _one("arms_bent", "very_tall", 10.0)
     if name == "child":
@@ -89,9 +91,9 @@ HELD_OUT = {
 }
 
 
-CASES = ("clean", "turned_stepping_heavy", "across_slim", "hands_across", "very_tall", "child", "dressed",
-         "dressed_child", "noisy", "noisy_far_elbow", "elbow_over_hole", "missing_wrist", "half_body",
-         "two_people", "relative_depth", "no_depth")
+CASES = ("clean", "turned_stepping_heavy", "across_slim", "hands_across", "straight_arms", "very_tall",
+         "child", "dressed", "dressed_child", "noisy", "noisy_far_elbow", "elbow_over_hole", "missing_wrist",
+         "half_body", "two_people", "relative_depth", "no_depth")
 
 
 def observations(maps) -> list:

@@ -25,6 +25,10 @@ LIMITS = {
     # With the hand keypoints: a forearm turned 90 degrees was fitted with its hand upside down
     # (4.1 cm joints max, finger joints 15 cm off) until the start turned it (init_hands).
     "hands_across": (1.2, 0.6, 1.3, 2.5, 2.0),
+    # Straight elbows: one hinge limit for knees and elbows (-0.15 rad) held them bent ~30
+    # degrees (anny's rest arm is bent): wrist 4.9 cm off, until each hinge had its own
+    # (inference_server/fit/limits.py).
+    "straight_arms": (0.5, 0.3, 1.0, 2.0, 2.0),
     # 2.2 m: the tallest start size is anny's height 1, whose logit was infinite (a NaN fit).
     "very_tall": (1.0, 0.5, 1.6, 3.0, 2.0),
     "child": (0.5, 0.4, 1.1, 2.5, 2.0),

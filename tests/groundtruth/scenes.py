@@ -40,6 +40,10 @@ POSES = {
     # Right elbow bent, forearm coming forward in front of the body's side; left knee bent.
     "across": {"upperarm01.R": ([0, 0, 1], 40), "lowerarm01.R": ([0, 0.7071, 0.7071], 110),
                "upperarm01.L": ([0, 1, 0], -20), "lowerleg01.L": ([1, 0, 0], 35)},
+    # Left arm raised sideways, right arm forward, both elbows (nearly) straight: anny's rest
+    # bends them ~38 degrees, every other pose here bends them more.
+    "arms_straight": {"upperarm01.L": ([0, 1, 0], -55), "lowerarm01.L": ([1, 0, 0], 36),
+                      "upperarm01.R": ([1, 0, 0], -35), "lowerarm01.R": ([1, 0, 0], 30)},
 }
 
 SHAPES = {
