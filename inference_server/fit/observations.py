@@ -36,6 +36,10 @@ _KEYPOINT_PARTS = {"shoulder": ("Upper_Arm", "Torso"), "elbow": ("Upper_Arm", "L
                    "knee": ("Upper_Leg", "Lower_Leg"), "ankle": ("Lower_Leg", "Foot"),
                    "toe": ("Foot",), "heel": ("Foot",)}
 
+# Joints whose pixel shows a surface that may lie far in front of them (terms.GroupTerms): the
+# hips, under the pelvis or the thigh.
+DEEP_JOINTS = ("left_hip", "right_hip")
+
 MIN_SCORE = 0.3
 
 # A keypoint's weight is its score, times this for a finger's: a hand's 20 keypoints lie within

@@ -36,6 +36,8 @@ def case(name: str):
         return _one("across", "heavy_tall", -20.0, hands=True)
     if name == "straight_arms":  # elbows straight: the hinge limit once held them bent
         return _one("arms_straight", "average", 10.0)
+    if name == "sitting":  # the hips' lifted depth is the thighs': two-sided it made the body short
+        return _one("sitting", "average", 20.0)
     if name == "very_tall":  # the top of anny's height range (its start once went NaN)
         return _one("arms_bent", "very_tall", 10.0)
     if name == "child":
@@ -91,8 +93,8 @@ HELD_OUT = {
 }
 
 
-CASES = ("clean", "turned_stepping_heavy", "across_slim", "hands_across", "straight_arms", "very_tall",
-         "child", "dressed", "dressed_child", "noisy", "noisy_far_elbow", "elbow_over_hole", "missing_wrist",
+CASES = ("clean", "turned_stepping_heavy", "across_slim", "hands_across", "straight_arms", "sitting",
+         "very_tall", "child", "dressed", "dressed_child", "noisy", "noisy_far_elbow", "elbow_over_hole", "missing_wrist",
          "half_body", "two_people", "relative_depth", "no_depth")
 
 

@@ -44,6 +44,10 @@ POSES = {
     # bends them ~38 degrees, every other pose here bends them more.
     "arms_straight": {"upperarm01.L": ([0, 1, 0], -55), "lowerarm01.L": ([1, 0, 0], 36),
                       "upperarm01.R": ([1, 0, 0], -35), "lowerarm01.R": ([1, 0, 0], 30)},
+    # Sitting (on nothing): thighs forward, knees bent 85 degrees; the pixels over the hips show
+    # the thighs, centimetres in front of the hip joints.
+    "sitting": {"upperleg01.L": ([1, 0, 0], -80), "upperleg01.R": ([1, 0, 0], -80),
+                "lowerleg01.L": ([1, 0, 0], 85), "lowerleg01.R": ([1, 0, 0], 85)},
 }
 
 SHAPES = {
