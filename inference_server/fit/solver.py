@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -110,6 +111,11 @@ class PersonFit:
     report: dict = field(default_factory=dict)
 
 
+# Per body model: its vertex sample, shape preconditioner and neutral pose (BodyFitter), by
+# (dtype, mesh_samples). Read-only once made: the fitter's users clone what they change.
+_PER_BODY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 class BodyFitter:
     def __init__(self, body: BodyModel, settings: FitSettings | None = None):
         self.body = body
@@ -130,9 +136,12 @@ class BodyFitter:
         step = max(1, nv // self.settings.mesh_samples)
         self._sample = torch.arange(0, nv, step, device=dev)
         self._sample_class = torch.as_tensor(cls, device=dev)[self._sample]
-        self._vertex_sample = body.vertex_sample(self._sample)
-        self.shape_scale = self._shape_preconditioner()
-        self.neutral = self._neutral_pose()
+        # What depends on the body model alone is measured once per model (~50 ms a fit before).
+        shared = _PER_BODY.setdefault(body, {})
+        key = (self.settings.dtype, self.settings.mesh_samples)
+        if key not in shared:
+            shared[key] = (body.vertex_sample(self._sample), self._shape_preconditioner(), self._neutral_pose())
+        self._vertex_sample, self.shape_scale, self.neutral = shared[key]
 
     def _neutral_pose(self) -> torch.Tensor:
         """anny's own neutral standing posture (its reference pose: identity in its 'local-ref'
