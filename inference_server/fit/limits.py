@@ -47,14 +47,19 @@ def hinge_floors(body) -> torch.Tensor:
 
 def _hinge_cosines(body, turns: np.ndarray) -> np.ndarray:
     """[N, hinges] cosine of each hinge's angle (-1: straight) when turned by ``turns`` (rad)."""
-    from .correspondences import JOINT_NAMES
-
     n = len(turns)
     rot = torch.zeros((n, len(body.bone_names), 3), dtype=body.dtype, device=body.device)
     rot[:, [body.bone_index[b] for b in HINGES], 0] = torch.as_tensor(turns, dtype=body.dtype, device=body.device)
     phen = torch.full((n, 6), 0.5, dtype=body.dtype, device=body.device)
     with torch.no_grad():
-        joints = body.skeleton(phen, rot).joints.double().cpu().numpy()
+        return hinge_cosines(body.skeleton(phen, rot).joints.double().cpu().numpy())
+
+
+def hinge_cosines(joints: np.ndarray) -> np.ndarray:
+    """[N, hinges] cosine of each hinge's angle (-1: straight) of joints [N, J, 3] (JOINT_NAMES
+    order)."""
+    from .correspondences import JOINT_NAMES
+
     out = []
     for bone in HINGES:
         stem, side = bone.split(".")

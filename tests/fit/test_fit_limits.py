@@ -6,10 +6,7 @@ import pytest
 import torch
 
 from inference_server.fit.bones import BODY_BONES, HINGES
-from inference_server.fit.correspondences import JOINT_NAMES
-from inference_server.fit.limits import _SLACK_DEG, hinge_floors, hinge_penalty, hinge_rows
-
-_JOINTS = {"lowerleg01": ("hip", "knee", "ankle"), "lowerarm01": ("shoulder", "elbow", "wrist")}
+from inference_server.fit.limits import _SLACK_DEG, hinge_cosines, hinge_floors, hinge_penalty, hinge_rows
 
 
 def _angles_deg(body, phen, turns):
@@ -21,15 +18,7 @@ def _angles_deg(body, phen, turns):
     rot[:, [body.bone_index[b] for b in HINGES], 0] = torch.as_tensor(turns, dtype=torch.float32)
     phen = torch.as_tensor(phen, dtype=torch.float32).expand(len(turns), -1)
     joints = body.full(phen, rot)["joints"].double().numpy()
-    out = []
-    for bone in HINGES:
-        stem, side = bone.split(".")
-        prefix = "left_" if side == "L" else "right_"
-        a, b, c = (joints[:, JOINT_NAMES.index(prefix + j)] for j in _JOINTS[stem])
-        u, v = a - b, c - b
-        cos = (u * v).sum(-1) / np.linalg.norm(u, axis=-1) / np.linalg.norm(v, axis=-1)
-        out.append(np.degrees(np.arccos(np.clip(cos, -1, 1))))
-    return np.stack(out, -1)
+    return np.degrees(np.arccos(np.clip(hinge_cosines(joints), -1, 1)))
 
 
 # phenotypes: gender, age, muscle, weight, height, proportions
