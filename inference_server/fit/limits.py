@@ -10,6 +10,8 @@ straight arm bent by 30 degrees (elbows and wrists 2 cm off on a straight arm, 5
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import torch
 
@@ -22,6 +24,7 @@ from .bones import BODY_BONES, HINGES
 _HINGE_JOINTS = {"lowerleg01": ("hip", "knee", "ankle"), "lowerarm01": ("shoulder", "elbow", "wrist")}
 _SLACK_DEG = {"lowerleg01": 3.0, "lowerarm01": 5.0}
 _COARSE_DEG, _FINE_DEG = np.arange(-80.0, 20.01, 2.0), np.arange(-2.0, 2.01, 0.1)
+_FLOORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # body model -> its floors
 
 
 def hinge_rows() -> list[int]:
@@ -34,14 +37,14 @@ def hinge_floors(body) -> torch.Tensor:
     straight turn on anny's average body less the slack; measured once per body model. The turn
     at which a hinge's three joints line up best is straight: a coarse sweep, then a fine one
     around its best, each one batched skeleton pass for the four hinges at once."""
-    cached = getattr(body, "_hinge_floors", None)
+    cached = _FLOORS.get(body)
     if cached is None:
         best = np.zeros(len(HINGES))
         for sweep in (_COARSE_DEG, _FINE_DEG):
             turns = best[None] + np.radians(sweep)[:, None]  # [N, hinges]
             best = turns[np.argmin(_hinge_cosines(body, turns), 0), np.arange(len(HINGES))]
         slack = np.radians([_SLACK_DEG[b.split(".")[0]] for b in HINGES])
-        cached = body._hinge_floors = torch.as_tensor(best - slack, dtype=body.dtype, device=body.device)
+        cached = _FLOORS[body] = torch.as_tensor(best - slack, dtype=body.dtype, device=body.device)
     return cached
 
 
