@@ -36,8 +36,11 @@ _KEYPOINT_PARTS = {"shoulder": ("Upper_Arm", "Torso"), "elbow": ("Upper_Arm", "L
                    "knee": ("Upper_Leg", "Lower_Leg"), "ankle": ("Lower_Leg", "Foot"),
                    "toe": ("Foot",), "heel": ("Foot",)}
 
-# Joints whose pixel shows a surface that may lie far in front of them (terms.GroupTerms): the
-# hips, under the pelvis or the thigh.
+# Joints whose lifted depth is one-sided with metric depth even where the pixel shows their own
+# part: the surface over a hip is the pelvis or the thigh, whichever faces the camera, and a
+# sitting person's thigh lies 7-20 cm in front of the hip (two-sided, it made the body 5 cm
+# short). Relative depth keeps them two-sided: its depth scale needs the anchor (one-sided, its
+# hidden side went 1.69 -> 2.04 cm).
 DEEP_JOINTS = ("left_hip", "right_hip")
 
 MIN_SCORE = 0.3
@@ -62,7 +65,7 @@ class PersonObservation:
     keypoints: np.ndarray  # [J,2] pixels
     weights: np.ndarray  # [J] 0..1
     lifted: np.ndarray  # [J] observed depth of the joint's surface (NaN unknown)
-    lifted_two_sided: np.ndarray  # [J] bool: the pixel shows the joint's own part
+    lifted_two_sided: np.ndarray  # [J] bool: the pixel shows the joint's own part (not DEEP_JOINTS)
     lifted_clothed: np.ndarray  # [J] bool: the pixel shows clothing over the joint's own part
     joint_radius: np.ndarray  # [J] metres under the skin
     points: np.ndarray  # [N,3] observed surface, camera frame (depth units when not metric)
@@ -73,7 +76,7 @@ class PersonObservation:
     grid_scale: float  # grid px per maps px
     cover_pixels: np.ndarray  # [M,2] maps pixels the body should cover
     cover_weights: np.ndarray  # [M]
-    scale_px: float  # the person's size in pixels (bounding-box diagonal)
+    scale_px: float  # the person's size in pixels (bounding-box diagonal: at least 1.4, a pixel's)
     has_depth: bool
     metric: bool
     part_pixels: dict  # body class -> pixels of this person showing it (skin or covering it)
@@ -186,7 +189,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
                 here = names_by_id.get(int(parts[r, c]), "")
                 # Clothing over the joint's part: the joint is at least that deep (one-sided),
                 # not exactly (the clothing's thickness is not known here).
-                two_sided[j] = bool(allowed) and here in allowed
+                two_sided[j] = bool(allowed) and here in allowed and not (metric and name in DEEP_JOINTS)
                 clothed[j] = bool(allowed) and not two_sided[j] and any(a in covered_classes(here) for a in allowed)
 
     # Surface samples on a regular grid (deterministic), skin or covering.

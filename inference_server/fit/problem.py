@@ -222,7 +222,7 @@ class PersonProblem:
                 rot[:, self.f._free[k]] = turned
                 joints = self.f.body.skeleton(self.phenotypes().expand(turns, -1), rot).joints[:, hand]
                 px = self.project(self.to_camera(joints))
-                cost = keypoint_cost(px, self.kp[hand], self.w[hand], max(self.obs.scale_px, 1.0)).sum(-1) \
+                cost = keypoint_cost(px, self.kp[hand], self.w[hand], self.obs.scale_px).sum(-1) \
                     / self.w.sum() + self.twist_prior[k] * turned[:, 1] ** 2
                 self.pose_free[k] = turned[int(cost.argmin())]
 

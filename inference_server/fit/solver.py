@@ -252,7 +252,7 @@ class BodyFitter:
         err = prob.joint_error_px()
         report = {"seconds": round(seconds, 3), "steps": dict(stages),
                   "reprojection_px": round(err, 2),
-                  "reprojection_pct": round(100.0 * err / max(obs.scale_px, 1.0), 2),  # of the person's size
+                  "reprojection_pct": round(100.0 * err / obs.scale_px, 2),  # of the person's size
                   "depth": "metric" if obs.metric else
                   ("relative (scale solved)" if obs.has_depth else "none (keypoints and masks)"),
                   "depth_scale": round(float(prob.depth_scale.detach()), 4) if obs.has_depth and not obs.metric else None,

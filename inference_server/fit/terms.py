@@ -19,9 +19,7 @@ import numpy as np
 import torch
 
 from .body_model import rotvec_to_matrix
-from .correspondences import JOINT_NAMES
 from .limits import hinge_penalty
-from .observations import DEEP_JOINTS
 from .tensor_ops import charbonnier, keypoint_cost, pinhole, rescaled_depth
 
 
@@ -81,16 +79,10 @@ class GroupTerms:
         self.kp, self.w = real(each("keypoints")), real(each("weights"))
         lifted = each("lifted")
         self.lifted, self.radius = real(np.nan_to_num(lifted, nan=0.0)), real(each("joint_radius"))
-        # A hip's lifted depth says only that the hip is behind it (one-sided) with metric depth:
-        # the surface over it is the pelvis or the thigh, whichever faces the camera, and a
-        # sitting person's thigh lies 7-20 cm in front of the hip (two-sided, it made the body
-        # 5 cm short). Relative depth keeps it two-sided: its depth scale needs the anchor (one-
-        # sided, its hidden side went 1.69 -> 2.04 cm).
-        deep = np.array([[o.metric and n in DEEP_JOINTS for n in JOINT_NAMES] for o in obs])
-        self.two_sided = torch.as_tensor(each("lifted_two_sided") & ~deep, device=dev)
+        self.two_sided = torch.as_tensor(each("lifted_two_sided"), device=dev)
         # Keypoints with a lifted depth (none without depth: every lift is NaN there).
         self.lift_m = real(np.isfinite(lifted)) * self.w
-        self.scale = real([max(o.scale_px, 1.0) for o in obs])[:, None]
+        self.scale = real([o.scale_px for o in obs])[:, None]
         self.prior, self.finger_prior, self.twist_prior = stack("prior"), stack("finger_prior"), stack("twist_prior")
         # Depth: relative depth solves a scale and shift per person (people without it would
         # hold 1 and 0, which leave its terms exact).

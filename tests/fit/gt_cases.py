@@ -94,8 +94,8 @@ HELD_OUT = {
 
 
 CASES = ("clean", "turned_stepping_heavy", "across_slim", "hands_across", "straight_arms", "sitting",
-         "very_tall", "child", "dressed", "dressed_child", "noisy", "noisy_far_elbow", "elbow_over_hole", "missing_wrist",
-         "half_body", "two_people", "relative_depth", "no_depth")
+         "very_tall", "child", "dressed", "dressed_child", "noisy", "noisy_far_elbow", "elbow_over_hole",
+         "missing_wrist", "half_body", "two_people", "relative_depth", "no_depth")
 
 
 def observations(maps) -> list:

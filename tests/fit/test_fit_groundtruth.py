@@ -44,8 +44,8 @@ LIMITS = {
     "noisy_far_elbow": (0.8, 0.5, 1.6, 3.0, 2.0),
     "two_people": (0.9, 0.7, 1.3, 2.5, 2.0),
     # Its elbow's fold is a guess (no depth there) and the start's guess put it 18 cm in front
-    # of the body: 20 cm joints max until the other fold was tried too; now 5.7 (the elbow,
-    # 5 cm in front: short of the 4 cm, docs/body_fit.md).
+    # of the body: 20 cm joints max until the other fold was tried too; now 4.2 (the elbow,
+    # 4 cm in front: short of the 4 cm, docs/body_fit.md).
     "elbow_over_hole": (0.9, 0.5, 2.0, 7.0, 2.0),
 }
 

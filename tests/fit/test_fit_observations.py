@@ -50,3 +50,25 @@ def test_the_limb_start_places_a_joint_over_a_hole_in_the_depth_by_its_part(body
     with torch.no_grad():
         joints = prob.to_camera(body.skeleton(prob.phenotypes(), prob.rotvecs()).joints[0]).double().numpy()
     assert np.linalg.norm(joints[ankle] - bodies[0].joints["left_ankle"]) < 0.05
+
+
+def test_a_hips_lifted_depth_is_one_sided_with_metric_depth():
+    """Sitting, the pixels over the hips show the thighs, centimetres in front of the hip joints:
+    with metric depth the lift only says the hip is behind them; relative depth keeps the hips
+    two-sided (its depth scale needs them), and the other joints keep theirs."""
+    import gt_cases
+    import scenes
+
+    from inference_server.fit.correspondences import JOINT_NAMES
+
+    maps, bodies = gt_cases._one("sitting", "average", 20.0)
+    metric = gt_cases.observations(maps)[0]
+    relative = gt_cases.observations(scenes.relative_depth(maps))[0]
+    hips = [JOINT_NAMES.index(n) for n in ("left_hip", "right_hip")]
+    knees = [JOINT_NAMES.index(n) for n in ("left_knee", "right_knee")]
+    assert np.isfinite(metric.lifted[hips]).all() and not metric.lifted_two_sided[hips].any()
+    assert relative.lifted_two_sided[hips].all()
+    assert metric.lifted_two_sided[knees].all() and relative.lifted_two_sided[knees].all()
+    # what made two-sided hips wrong: the surface seen over them lies well in front of them
+    gap = np.array([bodies[0].joints[JOINT_NAMES[j]][2] for j in hips]) - metric.lifted[hips]
+    assert gap.max() > 0.15
