@@ -53,12 +53,10 @@ class Group:
         return (_compiled_pass() if compiled else _body_pass)(self, dense, rest)
 
     def pick_correspondences(self) -> None:
-        """A surface round's matches, from the people's current bodies (shapes held)."""
-        with torch.no_grad():
-            rot = torch.cat([p.rotvecs() for p in self.problems])
-            _joints, sample = self.body.sampled(self.rest(True), rot, self.sample)
-            for i, p in enumerate(self.problems):
-                p.pick_correspondences(p.to_camera(sample[i]))
+        """A surface round's matches, from the people's current bodies (each posed whole:
+        PersonProblem.pick_correspondences)."""
+        for p in self.problems:
+            p.pick_correspondences()
         self.terms.new_round()
 
     def run_lbfgs(self, iterations: int, dense: bool, rounds: int = 1, cancel=None,
@@ -76,8 +74,6 @@ class Group:
         counts = [0] * len(self.problems)
         self.terms = GroupTerms(self.problems)  # the placements' closed-form parts are set by now
         for _ in range(rounds):
-            for p in self.problems:
-                p._nn = p._cover_nn = p._normals = None
             self._rest = {}
             if dense:
                 self.pick_correspondences()

@@ -14,8 +14,10 @@ The method, and why it is fast:
 3. **Surface stage**: two rounds adding the dense cues: observed skin points on the body's
    surface, covering (clothing, hair) outside or on it, never inside; the body's parts inside
    their segmentation parts and the silhouette covered. Correspondences are nearest points of
-   the parts the point's label allows, refreshed every round (ICP), on a fixed 4,000-vertex
-   subsample of the mesh; then a round on the shape and placement alone.
+   the surface, on the parts the point's label allows, refreshed every round (ICP); each
+   evaluation skins a fixed 4,000-vertex subsample of the mesh, which carries them. With
+   metric depth the shape is free here; without it, it is held and a round on the shape and
+   placement alone follows.
 Priors throughout: rotations pulled towards the rest pose (hard for bones no keypoint sees, so
 an unseen limb stands neutral), hinge limits for knees and elbows, twist limits, phenotypes
 kept inside anny's [0, 1] by a sigmoid.
@@ -47,21 +49,24 @@ from .problem import PersonProblem
 @dataclass
 class FitSettings:
     # L-BFGS iterations of the skeleton stage, shape free from the start (holding the shape
-    # while the pose settled was cheaper but got stuck: worse joints and height on the ground truth)
-    skeleton_steps: int = 45
+    # while the pose settled was cheaper but got stuck: worse joints and height on the ground
+    # truth, a very tall body 2.6 cm short). 30, not 45, since the surface stage frees the shape
+    # too: the same table, 0.1 s less, and over 20 noise draws every height within 2 cm.
+    skeleton_steps: int = 30
     # Without metric depth the limb start has no depth to choose a fold by: the skeleton stage
     # has more to do (at 45, relative depth's joints max went 3.9 -> 4.8 cm).
     skeleton_steps_without_metric: int = 60
-    # L-BFGS iterations per surface round, correspondences refreshed between rounds: 2 x 20 was
-    # 0.1 s more than 3 x 10 and its joints were 0.1-0.5 cm nearer on the ground truth (the
-    # quasi-Newton history is worth more than a third refresh); 2 x 30 another 0.1 s, and with
-    # metric depth still nearer (clean 0.40 -> 0.30 cm, noisy 0.82 -> 0.69: at 20 the stage had
-    # not converged). Without it the depth scale drifts instead: relative depth's hidden side
-    # went 1.69 -> 1.98 cm at 30, so it keeps 20.
-    surface_steps: int = 30
+    # L-BFGS iterations per surface round, correspondences refreshed between rounds. With metric
+    # depth the shape is free in them: held there (a shape-only round after), a body whose
+    # keypoints leave its size open (a sitting person's thighs point at the camera) kept the
+    # skeleton stage's size, 2.3 cm short, and leaning forward 3.4 cm; free, both within 1.7 cm
+    # at 2 x 25 (with the surface matches of problem.pick_correspondences; docs/body_fit.md). Without metric depth the size trades against the depth
+    # scale, so there the shape is held (2 x 20: at 30 the scale drifted, relative depth's hidden
+    # side 1.69 -> 1.98 cm) and a round on the shape and placement alone follows.
+    surface_steps: int = 25
     surface_steps_without_metric: int = 20
     surface_rounds: int = 2
-    shape_steps: int = 10  # L-BFGS iterations of the last round, on the shape and placement alone
+    shape_steps: int = 10  # that round's L-BFGS iterations (without metric depth)
     refresh_every: int = 5  # plain baseline: surface correspondences refreshed every N steps
     mesh_samples: int = 4000
     plain: bool = False  # the baseline: no closed-form start, no stages, full mesh, plain Adam
@@ -135,13 +140,37 @@ class BodyFitter:
         nv = len(cls)
         step = max(1, nv // self.settings.mesh_samples)
         self._sample = torch.arange(0, nv, step, device=dev)
-        self._sample_class = torch.as_tensor(cls, device=dev)[self._sample]
+        self._vertex_class = torch.as_tensor(cls, device=dev)
+        self._sample_class = self._vertex_class[self._sample]
         # What depends on the body model alone is measured once per model (~50 ms a fit before).
         shared = _PER_BODY.setdefault(body, {})
         key = (self.settings.dtype, self.settings.mesh_samples)
         if key not in shared:
-            shared[key] = (body.vertex_sample(self._sample), self._shape_preconditioner(), self._neutral_pose())
-        self._vertex_sample, self.shape_scale, self.neutral = shared[key]
+            shared[key] = (body.vertex_sample(self._sample), self._shape_preconditioner(), self._neutral_pose(),
+                           self._near_sample(), self._faces_of_vertices())
+        (self._vertex_sample, self.shape_scale, self.neutral, self._around_sample,
+         self._vertex_faces) = shared[key]
+
+    def _near_sample(self, k: int = 12) -> torch.Tensor:
+        """Per subsample vertex, the ``k`` vertices of the whole mesh nearest to it at rest
+        [S,k] (itself first): where a point matched to it finds its own vertex (a search of the
+        whole mesh cost 45 ms a round)."""
+        rest = self.body.anny.template_vertices.to(self.device, self.settings.dtype)
+        return torch.cat([torch.cdist(rest[chunk], rest).topk(k, largest=False).indices
+                          for chunk in self._sample.split(512)])
+
+    def _faces_of_vertices(self) -> torch.Tensor:
+        """Per vertex, the faces around it [V,F] (a vertex with fewer repeats its first)."""
+        faces = self._faces.cpu().numpy()
+        vertex, face = faces.reshape(-1), np.repeat(np.arange(len(faces)), 3)
+        order = np.argsort(vertex, kind="stable")
+        vertex, face = vertex[order], face[order]
+        start = np.searchsorted(vertex, np.arange(int(vertex.max()) + 1))
+        count = np.diff(np.append(start, len(vertex)))
+        slot = np.arange(len(vertex)) - start[vertex]
+        table = np.repeat(face[start][:, None], count.max(), 1)
+        table[vertex, slot] = face
+        return torch.as_tensor(table, device=self.device)
 
     def _neutral_pose(self) -> torch.Tensor:
         """anny's own neutral standing posture (its reference pose: identity in its 'local-ref'
@@ -202,14 +231,15 @@ class BodyFitter:
             n1 = group.run_lbfgs(s.skeleton_steps if metric else s.skeleton_steps_without_metric,
                                  dense=False, cancel=cancel)
             n2 = group.run_lbfgs(s.surface_steps if metric else s.surface_steps_without_metric, dense=True,
-                                 rounds=s.surface_rounds, shape=False, cancel=cancel)
+                                 rounds=s.surface_rounds, shape=metric, cancel=cancel)
             if len(group.problems) > len(probs):
                 probs, (n1, n2) = self._keep_best_folds(group, tries, (n1, n2))
                 group = Group(probs)
-            # The body's size and girth only the surface tells well: a round on the shape and
-            # placement alone, where those small gradients are not drowned by the pose's.
-            n3 = group.run_lbfgs(s.shape_steps, dense=True, cancel=cancel, shape_round=True) if s.shape_steps \
-                else [0] * len(probs)
+            # Without metric depth the body's size and girth only the surface tells well: a round
+            # on the shape and placement alone, where those small gradients are not drowned by
+            # the pose's.
+            n3 = group.run_lbfgs(s.shape_steps, dense=True, cancel=cancel, shape_round=True) \
+                if s.shape_steps and not metric else [0] * len(probs)
             stages = [{"skeleton": a, "surface": b + c} for a, b, c in zip(n1, n2, n3)]
         seconds = (time.perf_counter() - start) / len(probs)
         return [self._person_fit(prob, steps, seconds) for prob, steps in zip(probs, stages)]

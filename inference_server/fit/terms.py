@@ -169,10 +169,13 @@ class GroupTerms:
             n = self.points.shape[1]
             nn = torch.zeros((len(ps), n), dtype=torch.long, device=self.dev)
             matched = torch.zeros((len(ps), n), dtype=self.dt, device=self.dev)
+            offset = torch.zeros((len(ps), n, 3), dtype=self.dt, device=self.dev)
+            point_normals = torch.zeros_like(offset)
             for i, (p, k) in enumerate(zip(ps, self.points_n)):
                 if k:
                     nn[i, :k], matched[i, :k] = p._nn, p._matched
-            self.nn, self.matched = nn, matched
+                    offset[i, :k], point_normals[i, :k] = p._offset, p._point_normals
+            self.nn, self.matched, self.offset, self.point_normals = nn, matched, offset, point_normals
             self.matched_n = matched.sum(-1).clamp_min(1.0)
         m = self.cover_px.shape[1]
         cover_nn = torch.zeros((len(ps), m), dtype=torch.long, device=self.dev)
@@ -197,9 +200,9 @@ class GroupTerms:
             pts = self.points
             if self.relative:
                 pts = rescaled_depth(pts, v.depth_scale[:, None], v.depth_shift[:, None])
-            index = self.nn[..., None].expand(-1, -1, 3)
-            on = cam.gather(1, index)
-            n = normals.gather(1, index)
+            # each point's own vertex, carried by its subsample vertex (pick_correspondences)
+            on = cam.gather(1, self.nn[..., None].expand(-1, -1, 3)) + self.offset
+            n = self.point_normals
             signed = ((pts - on) * n).sum(-1) * 100.0  # cm, > 0 outside the body
             dist = (pts - on).norm(dim=-1) * 100.0
             skin = charbonnier(signed, 1.0) + 0.02 * charbonnier(dist, 1.0)

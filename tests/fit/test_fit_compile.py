@@ -41,8 +41,6 @@ def test_every_stage_evaluates_as_one_graph(body, name):
         group._rest = {}
         group.terms = GroupTerms(group.problems)
         if dense:  # the round's correspondences, picked eagerly as run_lbfgs does
-            for p in group.problems:
-                p._nn = p._cover_nn = p._normals = None
             group.pick_correspondences()
         rest = None if shape else group.rest(dense)
         torch._dynamo.reset()

@@ -109,8 +109,6 @@ def test_a_persons_terms_in_a_group_are_its_terms_alone(body, two_people, depth)
         group.terms = GroupTerms(group.problems)
         group._rest = {}
         if dense:
-            for p in group.problems:
-                p._normals = None
             group.pick_correspondences()
         variables = [v for p in group.problems for v in (p.pose_free, p.shape_logit, p.root_t, p.log_depth_scale)]
         for v in variables:
