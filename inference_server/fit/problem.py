@@ -366,8 +366,8 @@ class PersonProblem:
             return float(err[m].mean()) if m.any() else float("nan")
 
     def surface_residual(self) -> float:
-        """The median distance (m) of the skin points to the body, each along the normal of its
-        nearest vertex."""
+        """The median distance (m) of the skin points to the body's surface (on the faces around
+        each point's nearest vertex)."""
         with torch.no_grad():
             out = self.f.body.full(self.phenotypes(), self.rotvecs())
             verts = self.to_camera(out["vertices"][0])
@@ -376,11 +376,12 @@ class PersonProblem:
                 return float("nan")
             if not self.obs.metric:
                 pts = rescaled_depth(pts, self.depth_scale, self.depth_shift)
-            normals = vertex_normals(verts, self.f._faces)
             skin = pts[~self.covering]
-            nn = torch.cdist(skin, verts).argmin(1)
-            d = ((skin - verts[nn]) * normals[nn]).sum(-1).abs()
-            return float(d.median()) if len(d) else float("nan")
+            if not len(skin):
+                return float("nan")
+            nearest = torch.cdist(skin, verts).argmin(1)
+            on, _normal = _nearest_on_faces(skin, verts[self.f._faces[self.f._vertex_faces[nearest]]])
+            return float((skin - on).norm(dim=-1).median())
 
     def result(self):
         with torch.no_grad():

@@ -56,6 +56,7 @@ def test_points_on_the_body_read_as_on_it(body, body_model_scene):
     assert prob._matched.bool().all()
     assert abs(float(signed.mean())) < 0.05 and float(signed.quantile(0.05)) > -0.05, \
         (float(signed.mean()), float(signed.quantile(0.05)))
+    assert prob.surface_residual() < 2e-5  # the report's median distance, metres
     # what the subsample's planes alone read (the premise of the change)
     assert float(before.mean()) < -0.3 and float(before.quantile(0.05)) < -1.5, \
         (float(before.mean()), float(before.quantile(0.05)))
