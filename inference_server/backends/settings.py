@@ -48,8 +48,9 @@ class SapiensSettings:
     # auto = cpu: the fit is launch-bound on a GPU (measured slower than the CPU on an H100 box;
     # docs/performance.md); cuda on request
     fit_device: str = "auto"
-    # compiled evaluations: 0.7 instead of 0.9 s per person on a 2-core CPU, after compiling
-    # (about 2 min the first time, then ~30 s per server start): for batches (docs/body_fit.md)
+    # compiled evaluations: 0.48 instead of 0.60 s per person in groups of two on a 2-core CPU,
+    # about the same for one, after compiling (about 2 min the first time, then ~30 s per server
+    # start): for batches of groups (docs/body_fit.md)
     fit_compile: bool = False
 
     def __post_init__(self):
