@@ -200,7 +200,7 @@ class GroupTerms:
             pts = self.points
             if self.relative:
                 pts = rescaled_depth(pts, v.depth_scale[:, None], v.depth_shift[:, None])
-            # each point's own vertex, carried by its subsample vertex (pick_correspondences)
+            # each point's match on the surface, carried by its subsample vertex (pick_correspondences)
             on = cam.gather(1, self.nn[..., None].expand(-1, -1, 3)) + self.offset
             n = self.point_normals
             signed = ((pts - on) * n).sum(-1) * 100.0  # cm, > 0 outside the body
