@@ -60,9 +60,10 @@ class FitSettings:
     # depth the shape is free in them: held there (a shape-only round after), a body whose
     # keypoints leave its size open (a sitting person's thighs point at the camera) kept the
     # skeleton stage's size, 2.3 cm short, and leaning forward 3.4 cm; free, both within 1.7 cm
-    # at 2 x 25 (with the surface matches of problem.pick_correspondences; docs/body_fit.md). Without metric depth the size trades against the depth
-    # scale, so there the shape is held (2 x 20: at 30 the scale drifted, relative depth's hidden
-    # side 1.69 -> 1.98 cm) and a round on the shape and placement alone follows.
+    # at 2 x 25 (with the surface matches of problem.pick_correspondences; docs/body_fit.md).
+    # Without metric depth the size trades against the depth scale, so there the shape is held
+    # (2 x 20: at 30 the scale drifted, relative depth's hidden side 1.69 -> 1.98 cm) and a round
+    # on the shape and placement alone follows.
     surface_steps: int = 25
     surface_steps_without_metric: int = 20
     surface_rounds: int = 2
