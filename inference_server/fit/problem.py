@@ -253,11 +253,9 @@ class PersonProblem:
         """The round's matches, held until the next round (ICP): ``verts`` the whole posed mesh
         in the camera frame (posed here when None). An evaluation skins the mesh's subsample
         only, so each point is matched twice: to its nearest point of the whole mesh's surface
-        (the distance is measured there, along that face's normal), and to the nearest subsample
-        vertex, which carries that point through the round (their offset held). Against the
-        subsample's vertices alone, ~1.7 cm apart, a point between them lies inside their
-        tangent planes on a convex body: at the true sitting body 1.2 mm inside on average,
-        5 mm for the worst 5 %, which made every fitted body a little small and far."""
+        (the distance is measured there, along that face's normal; surface_match.py says why),
+        and to the nearest subsample vertex, which carries that point through the round (their
+        offset held)."""
         with torch.no_grad():
             if verts is None:
                 out = self.f.body.full(self.phenotypes(), self.rotvecs())
@@ -278,16 +276,8 @@ class PersonProblem:
                     best = d.min(1)
                     self._nn = cand[best.indices]
                     self._matched = (best.values < 1e3).to(self.dt)
-                    # its own vertex: the nearest, facing and of an allowed part, around its
-                    # subsample vertex (which is the first of those around it) ...
-                    around = self.f._around_sample[self._nn]  # [N,k]
-                    d = (pts[:, None] - verts[around]).norm(dim=-1)
-                    ok = facing_all[around] & self.point_parts.gather(1, self.f._vertex_class[around])
-                    own = around.gather(1, torch.where(ok, d, d + 1e3).argmin(1, keepdim=True))[:, 0]
-                    # and on the faces around that vertex, its nearest point: the surface itself
-                    # (between the whole mesh's vertices, ~1 cm apart, the planes still read
-                    # 0.2 mm inside on average)
-                    on, normal = _nearest_on_faces(pts, verts[self.f._faces[self.f._vertex_faces[own]]])
+                    on, normal = self.f.surface.match(pts, verts, self._nn, facing_all, self.point_parts,
+                                                      self.f._vertex_class)
                     self._offset = on - sample[self._nn]
                     self._point_normals = normal
                 else:  # nothing faces the camera: no matches this round
@@ -366,8 +356,7 @@ class PersonProblem:
             return float(err[m].mean()) if m.any() else float("nan")
 
     def surface_residual(self) -> float:
-        """The median distance (m) of the skin points to the body's surface (on the faces around
-        each point's nearest vertex)."""
+        """The median distance (m) of the skin points to the body's surface (surface_match)."""
         with torch.no_grad():
             out = self.f.body.full(self.phenotypes(), self.rotvecs())
             verts = self.to_camera(out["vertices"][0])
@@ -379,8 +368,10 @@ class PersonProblem:
             skin = pts[~self.covering]
             if not len(skin):
                 return float("nan")
-            nearest = torch.cdist(skin, verts).argmin(1)
-            on, _normal = _nearest_on_faces(skin, verts[self.f._faces[self.f._vertex_faces[nearest]]])
+            carrier = torch.cdist(skin, verts[self.f._sample]).argmin(1)
+            anywhere = torch.ones(len(verts), dtype=torch.bool, device=self.dev)
+            any_part = torch.ones((len(skin), self.point_parts.shape[1]), dtype=torch.bool, device=self.dev)
+            on, _normal = self.f.surface.match(skin, verts, carrier, anywhere, any_part, self.f._vertex_class)
             return float((skin - on).norm(dim=-1).median())
 
     def result(self):
@@ -391,24 +382,3 @@ class PersonProblem:
             placement[:3, 3] = to_numpy64(t)
             return to_numpy64(self.rotvecs()[0]), to_numpy64(self.phenotypes()[0]), placement
 
-
-def _nearest_on_faces(points: torch.Tensor, faces: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per point [N,3], its nearest point on its candidate triangles ``faces`` [N,F,3(corner),3]
-    and that triangle's unit normal, each [N,3]. A point is projected onto each triangle's
-    plane and its barycentric coordinates clamped into the triangle: exact inside a triangle,
-    near it at an edge, which is all a point on or just off the surface needs."""
-    a, b, c = faces.unbind(-2)
-    e0, e1 = b - a, c - a
-    normal = torch.linalg.cross(e0, e1)
-    normal = normal / normal.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    rel = points[:, None] - a
-    rel = rel - (rel * normal).sum(-1, keepdim=True) * normal  # onto the plane
-    d00, d01, d11 = (e0 * e0).sum(-1), (e0 * e1).sum(-1), (e1 * e1).sum(-1)
-    d20, d21 = (rel * e0).sum(-1), (rel * e1).sum(-1)
-    den = (d00 * d11 - d01 * d01).clamp_min(1e-20)
-    v, w = (d11 * d20 - d01 * d21) / den, (d00 * d21 - d01 * d20) / den
-    bary = torch.stack([1 - v - w, v, w], -1).clamp_min(0)
-    bary = bary / bary.sum(-1, keepdim=True).clamp_min(1e-12)
-    on = (bary[..., None] * faces).sum(-2)  # [N,F,3]
-    best = (points[:, None] - on).norm(dim=-1).argmin(1, keepdim=True)[..., None].expand(-1, 1, 3)
-    return on.gather(1, best)[:, 0], normal.gather(1, best)[:, 0]

@@ -43,6 +43,7 @@ from .group import Group, compiled_for
 from .limits import hinge_floors, hinge_rows
 from .observations import PersonObservation, class_index_of_vertices
 from .problem import PersonProblem
+from .surface_match import SurfaceIndex
 
 
 
@@ -60,7 +61,7 @@ class FitSettings:
     # depth the shape is free in them: held there (a shape-only round after), a body whose
     # keypoints leave its size open (a sitting person's thighs point at the camera) kept the
     # skeleton stage's size, 2.3 cm short, and leaning forward 3.4 cm; free, both within 1.7 cm
-    # at 2 x 25 (with the surface matches of problem.pick_correspondences; docs/body_fit.md).
+    # at 2 x 25 (with the surface matches of surface_match.py; docs/body_fit.md).
     # Without metric depth the size trades against the depth scale, so there the shape is held
     # (2 x 20: at 30 the scale drifted, relative depth's hidden side 1.69 -> 1.98 cm) and a round
     # on the shape and placement alone follows.
@@ -119,8 +120,8 @@ class PersonFit:
     report: dict = field(default_factory=dict)
 
 
-# Per body model: its vertex sample, shape preconditioner and neutral pose (BodyFitter), by
-# (dtype, mesh_samples). Read-only once made: the fitter's users clone what they change.
+# Per body model: its vertex sample, shape preconditioner, neutral pose and surface index
+# (BodyFitter), by (dtype, mesh_samples). Read-only once made: the fitter's users clone what they change.
 _PER_BODY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
@@ -149,31 +150,10 @@ class BodyFitter:
         shared = _PER_BODY.setdefault(body, {})
         key = (self.settings.dtype, self.settings.mesh_samples)
         if key not in shared:
+            rest = body.anny.template_vertices.to(dev, self.settings.dtype)
             shared[key] = (body.vertex_sample(self._sample), self._shape_preconditioner(), self._neutral_pose(),
-                           self._near_sample(), self._faces_of_vertices())
-        (self._vertex_sample, self.shape_scale, self.neutral, self._around_sample,
-         self._vertex_faces) = shared[key]
-
-    def _near_sample(self, k: int = 12) -> torch.Tensor:
-        """Per subsample vertex, the ``k`` vertices of the whole mesh nearest to it at rest
-        [S,k] (itself first): where a point matched to it finds its own vertex (a search of the
-        whole mesh cost 45 ms a round)."""
-        rest = self.body.anny.template_vertices.to(self.device, self.settings.dtype)
-        return torch.cat([torch.cdist(rest[chunk], rest).topk(k, largest=False).indices
-                          for chunk in self._sample.split(512)])
-
-    def _faces_of_vertices(self) -> torch.Tensor:
-        """Per vertex, the faces around it [V,F] (a vertex with fewer repeats its first)."""
-        faces = self._faces.cpu().numpy()
-        vertex, face = faces.reshape(-1), np.repeat(np.arange(len(faces)), 3)
-        order = np.argsort(vertex, kind="stable")
-        vertex, face = vertex[order], face[order]
-        start = np.searchsorted(vertex, np.arange(int(vertex.max()) + 1))
-        count = np.diff(np.append(start, len(vertex)))
-        slot = np.arange(len(vertex)) - start[vertex]
-        table = np.repeat(face[start][:, None], count.max(), 1)
-        table[vertex, slot] = face
-        return torch.as_tensor(table, device=self.device)
+                           SurfaceIndex(self._faces, rest, self._sample))
+        self._vertex_sample, self.shape_scale, self.neutral, self.surface = shared[key]
 
     def _neutral_pose(self) -> torch.Tensor:
         """anny's own neutral standing posture (its reference pose: identity in its 'local-ref'
