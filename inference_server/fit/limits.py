@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .bones import BODY_BONES, HINGES
+from .correspondences import JOINT_NAMES
 
 # The joints that make each hinge's angle, by bone stem; and how far past straight it may go
 # (degrees): a few, as many people's do. The floors are the average body's: a knee's straight
@@ -61,8 +62,6 @@ def _hinge_cosines(body, turns: np.ndarray) -> np.ndarray:
 def hinge_cosines(joints: np.ndarray) -> np.ndarray:
     """[N, hinges] cosine of each hinge's angle (-1: straight) of joints [N, J, 3] (JOINT_NAMES
     order)."""
-    from .correspondences import JOINT_NAMES
-
     out = []
     for bone in HINGES:
         stem, side = bone.split(".")
