@@ -68,7 +68,7 @@ class RestState:
     poses: torch.Tensor  # rest bone matrices [P,B,4,4]
     subset: torch.Tensor  # rest positions of the skeleton pass's vertices
     vertices: torch.Tensor | None = None
-    sample: torch.Tensor | None = None  # rest positions of a VertexSample's vertices
+    sample: torch.Tensor | None = None  # rest positions of a VertexSample's skinned set
     inverse: torch.Tensor | None = None  # P^-1 and P_p^-1 P_c [P,B,4,4]: kinematics.Chain's
     relative: torch.Tensor | None = None
 
@@ -86,12 +86,15 @@ class RestState:
 @dataclass
 class VertexSample:
     """A fixed subset of the mesh with its blendshape and skin-weight rows taken once: the
-    fit's surface terms shape and skin only these vertices, not the whole mesh."""
+    fit's surface terms shape and skin only these vertices, not the whole mesh. They are shaped
+    and skinned in one set with the skeleton pass's vertices (those first, then the sample's
+    others): one blend and one skinning per evaluation instead of two each."""
 
     index: torch.Tensor  # [S] vertex ids
-    template: torch.Tensor  # [S,3]
-    blendshapes: torch.Tensor  # [C,S,3]
-    weights: torch.Tensor  # [S,B] dense skin weights
+    template: torch.Tensor  # [M,3] the skinned set: the skeleton pass's vertices, then the rest of the sample's
+    blendshapes: torch.Tensor  # [C,M,3]
+    weights: torch.Tensor  # [M,B] dense skin weights
+    rows: torch.Tensor  # [S] each sample vertex's row in the skinned set
 
 
 @dataclass
@@ -284,8 +287,14 @@ class BodyModel:
     def vertex_sample(self, index: torch.Tensor) -> VertexSample:
         index = torch.as_tensor(index, dtype=torch.long, device=self.device)
         m = self.anny
-        return VertexSample(index, m.template_vertices[index].to(self.dtype),
-                            m.blendshapes[:, index].to(self.dtype), self._dense_weights(index))
+        skeleton = self._reg_vertices.to(self.device)
+        others = index[~torch.isin(index, skeleton)]
+        merged = torch.cat([skeleton, torch.unique(others)])
+        row_of = torch.full((len(m.template_vertices),), -1, dtype=torch.long, device=self.device)
+        row_of[merged] = torch.arange(len(merged), device=self.device)
+        return VertexSample(index, m.template_vertices[merged].to(self.device, self.dtype),
+                            m.blendshapes[:, merged].to(self.device, self.dtype), self._dense_weights(merged),
+                            row_of[index])
 
     def rest_state(self, phenotypes: torch.Tensor, with_vertices: bool = False,
                    sample: VertexSample | None = None) -> "RestState":
@@ -295,11 +304,15 @@ class BodyModel:
         a step's cost)."""
         coeffs = self.shape_coefficients(phenotypes)
         rest_vertices = self.anny.get_rest_vertices(coeffs) if with_vertices else None
-        rest_sub = rest_vertices[:, self._reg_vertices] if with_vertices else self._rest_subset(coeffs)
-        heads, tails, poses = self.rest_bones(coeffs, rest_sub)
         rest_sample = None
-        if sample is not None:
+        if with_vertices:
+            rest_sub = rest_vertices[:, self._reg_vertices]
+        elif sample is not None:  # the skeleton pass's vertices are the skinned set's first rows
             rest_sample = sample.template[None] + torch.einsum("csd,pc->psd", sample.blendshapes, coeffs)
+            rest_sub = rest_sample[:, :len(self._reg_vertices)]
+        else:
+            rest_sub = self._rest_subset(coeffs)
+        heads, tails, poses = self.rest_bones(coeffs, rest_sub)
         return RestState(coeffs, heads, tails, poses, rest_sub, rest_vertices, rest_sample,
                          *self._chain.rest_factors(poses))
 
@@ -318,14 +331,11 @@ class BodyModel:
         of the mesh: the surface terms read a fixed subsample, so only it is skinned. ``rest``
         made with this ``sample``."""
         transforms, _poses = self.pose_bones(rest, rotvecs)
-        blend = lambda w: torch.einsum("sb,pbij->psij", w, transforms[..., :3, :])  # noqa: E731
-        tb = blend(self._w_sub)
-        skinned = (tb[..., :3] @ rest.subset[..., None])[..., 0] + tb[..., 3]
-        joints = self._joints(torch.einsum("js,psd->pjd", self._reg_weights, skinned), rest.heads,
-                              rest.tails, transforms)
-        vb = blend(sample.weights)
-        verts = (vb[..., :3] @ rest.sample[..., None])[..., 0] + vb[..., 3]
-        return joints, verts
+        blended = torch.einsum("sb,pbij->psij", sample.weights, transforms[..., :3, :])
+        skinned = (blended[..., :3] @ rest.sample[..., None])[..., 0] + blended[..., 3]
+        reg = torch.einsum("js,psd->pjd", self._reg_weights, skinned[:, :len(self._reg_vertices)])
+        joints = self._joints(reg, rest.heads, rest.tails, transforms)
+        return joints, skinned[:, sample.rows]
 
     def full(self, phenotypes, rotvecs: torch.Tensor) -> dict:
         """The whole body: vertices, rest vertices, bones, joints (model frame).
