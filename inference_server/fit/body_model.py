@@ -25,6 +25,7 @@ import torch
 from .correspondences import JOINT_NAMES, JOINT_SOURCES, part_of_bone, part_names
 from .kinematics import Chain
 from .phenotype_basis import PhenotypeBasis
+from .procrustes import special_procrustes
 
 FORMAT_VERSION = 1  # bump when any template array's meaning changes
 PHENOTYPE_NAMES = ("gender", "age", "muscle", "weight", "height", "proportions")
@@ -162,7 +163,7 @@ class BodyModel:
         with torch.no_grad():
             rest = m.template_vertices.cpu()
             heads = m.template_bone_heads.cpu()
-            rot = roma_procrustes(m.bone_template_orientation_matrices.cpu())
+            rot = special_procrustes(m.bone_template_orientation_matrices.cpu())
             y = rot[:, :, 1]
             wi, wv = m.vertex_bone_indices.long().cpu(), m.vertex_bone_weights.cpu()
             dominant = wi[torch.arange(len(wi)), wv.argmax(1)]
@@ -235,14 +236,12 @@ class BodyModel:
         each tail is put on the bone's own Y axis, as far as its farthest child head (or, for a
         last bone, its farthest own vertex: finger tips, toe tips, the top of the head).
         """
-        import roma
-
         m = self.anny
         p = coeffs.shape[0]
         heads = m.template_bone_heads[None] + torch.einsum("cbd,pc->pbd", m.bone_heads_blendshapes, coeffs)
         mats = m.bone_template_orientation_matrices[None] + torch.einsum(
             "pc,ckij->pkij", coeffs, m.bone_orientation_blendshapes)
-        rot = roma.special_procrustes(mats)
+        rot = special_procrustes(mats)  # anny's own: roma's, the same to float rounding
         if m.rest_orientation_refiner is not None:
             rot = m.rest_orientation_refiner(rot, heads)
         if m.root_identity_orientation:
@@ -418,12 +417,6 @@ def _pruned_rows(weights: torch.Tensor, mass: float = REGRESSOR_MASS) -> torch.T
     keep = torch.zeros_like(keep_sorted).scatter_(1, order, keep_sorted)
     out = torch.where(keep, w, torch.zeros_like(w))
     return (out / out.sum(1, keepdim=True)).to(weights.dtype)
-
-
-def roma_procrustes(mats: torch.Tensor) -> torch.Tensor:
-    import roma
-
-    return roma.special_procrustes(mats)
 
 
 def _apply(m: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
