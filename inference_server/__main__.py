@@ -70,8 +70,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "the fit is many small steps, faster on the CPU even beside a GPU)")
     p.add_argument("--fit-compile", action="store_true", default=None,
                    help="torch.compile the body fit's evaluation (same as SAPIENS_FIT_COMPILE=1): "
-                        "0.48 instead of 0.60 s per person for two people fitted together on a 2-core "
-                        "CPU, about the same for one, after compiling once (minutes the first time, "
+                        "0.56 instead of 0.63 s per person for two people fitted together on a 2-core "
+                        "CPU, no faster for one, after compiling once (minutes the first time, "
                         "cached in the user's cache folder); for batches of groups")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16", "int8"],
                    help="Sapiens model precision (same as SAPIENS_PRECISION; default auto)")

@@ -102,11 +102,11 @@ class FitSettings:
         "lift": 0.5, "lift_dense": 1.0, "prior": 1.0, "prior_seen": 0.03, "hinge": 1.0, "surface": 4.0,
         "inside": 0.5, "part": 0.2, "cover": 0.3})
     dtype: torch.dtype = torch.float32
-    # torch.compile the evaluation (group._body_pass): on this CPU a skeleton evaluation takes
-    # 4.0 instead of 5.4 ms, but the surface stage's with the shape free 9.1 against 8.6 (a fit
-    # 1.07x faster, 1.25x for two people together), and the first fit of a process pays the
-    # compiling (about 2 min with a cold cache, 30 s warm): for batches of groups, not for one
-    # photo (docs/body_fit.md).
+    # torch.compile the evaluation (group._body_pass): on this CPU the skeleton stage's is
+    # faster compiled, but the surface stage's with the shape free is not (a fit 0.99x as fast
+    # for one person, 1.11x for two together), and the first fit of a process pays the
+    # compiling (about 2 min with a cold cache, about 1 min warm): for batches of groups, not
+    # for one photo (docs/body_fit.md).
     compile: bool = False
 
 
