@@ -96,6 +96,7 @@ class VertexSample:
     blendshapes: torch.Tensor  # [C,M,3]
     weights: torch.Tensor  # [M,B] dense skin weights
     rows: torch.Tensor  # [S] each sample vertex's row in the skinned set
+    skinned: torch.Tensor  # [M] the skinned set's vertex ids
 
 
 @dataclass
@@ -241,7 +242,7 @@ class BodyModel:
         heads = m.template_bone_heads[None] + torch.einsum("cbd,pc->pbd", m.bone_heads_blendshapes, coeffs)
         mats = m.bone_template_orientation_matrices[None] + torch.einsum(
             "pc,ckij->pkij", coeffs, m.bone_orientation_blendshapes)
-        rot = special_procrustes(mats)  # anny's own: roma's, the same to float rounding
+        rot = special_procrustes(mats)  # anny's is roma's: the same to float rounding, 2.4x faster
         if m.rest_orientation_refiner is not None:
             rot = m.rest_orientation_refiner(rot, heads)
         if m.root_identity_orientation:
@@ -293,7 +294,7 @@ class BodyModel:
         row_of[merged] = torch.arange(len(merged), device=self.device)
         return VertexSample(index, m.template_vertices[merged].to(self.device, self.dtype),
                             m.blendshapes[:, merged].to(self.device, self.dtype), self._dense_weights(merged),
-                            row_of[index])
+                            row_of[index], merged)
 
     def rest_state(self, phenotypes: torch.Tensor, with_vertices: bool = False,
                    sample: VertexSample | None = None) -> "RestState":
@@ -312,6 +313,8 @@ class BodyModel:
         else:
             rest_sub = self._rest_subset(coeffs)
         heads, tails, poses = self.rest_bones(coeffs, rest_sub)
+        if with_vertices and sample is not None:
+            rest_sample = rest_vertices[:, sample.skinned]
         return RestState(coeffs, heads, tails, poses, rest_sub, rest_vertices, rest_sample,
                          *self._chain.rest_factors(poses))
 

@@ -110,6 +110,9 @@ def test_surface_sample_pass_gives_the_full_pass_vertices(body):
     out = body.full(phen, rot)
     assert torch.allclose(verts, out["vertices"][:, sample.index], atol=1e-5)
     assert torch.allclose(joints, out["joints"], atol=1e-5)
+    # a rest body made whole carries the sample's set too
+    joints, verts = body.sampled(body.rest_state(phen, True, sample=sample), rot, sample)
+    assert torch.allclose(verts, out["vertices"][:, sample.index], atol=1e-5)
 
 
 def test_linear_blend_skinning_with_the_template_reproduces_the_vertices(body):
