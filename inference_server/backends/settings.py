@@ -48,8 +48,8 @@ class SapiensSettings:
     # auto = cpu: the fit is launch-bound on a GPU (measured slower than the CPU on an H100 box;
     # docs/performance.md); cuda on request
     fit_device: str = "auto"
-    # compiled evaluations: 0.48 instead of 0.60 s per person in groups of two on a 2-core CPU,
-    # about the same for one, after compiling (about 2 min the first time, then ~30 s per server
+    # compiled evaluations: 0.56 instead of 0.63 s per person in groups of two on a 2-core CPU,
+    # no faster for one, after compiling (about 2 min the first time, then about 1 min per server
     # start): for batches of groups (docs/body_fit.md)
     fit_compile: bool = False
 

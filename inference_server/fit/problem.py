@@ -381,4 +381,3 @@ class PersonProblem:
             placement[:3, :3] = to_numpy64(r)
             placement[:3, 3] = to_numpy64(t)
             return to_numpy64(self.rotvecs()[0]), to_numpy64(self.phenotypes()[0]), placement
-

@@ -18,14 +18,13 @@ import torch
 
 GRADIENT_EPS = 1e-5
 
-_E: dict = {}  # (dtype, device) -> E [3,3,4,4]
+_E: dict = {}  # device -> E [3,3,4,4], float64
 
 
-def _quadratic_map(dtype, device) -> torch.Tensor:
+def _quadratic_map(device) -> torch.Tensor:
     """E [3,3,4,4]: R(q)_ij = q^T E_ij q for a unit quaternion q = (w, x, y, z), from the
     homogeneous form of the rotation matrix (valid for any norm, scaled by |q|^2)."""
-    key = (dtype, device)
-    if key not in _E:
+    if device not in _E:
         def rot(q):
             w, x, y, z = q
             return torch.stack([
@@ -38,8 +37,8 @@ def _quadratic_map(dtype, device) -> torch.Tensor:
             e[..., a, a] = rot(eye[a])
             for b in range(a + 1, 4):  # polarisation: the off-diagonal half of (e_a + e_b)'s form
                 e[..., a, b] = e[..., b, a] = (rot(eye[a] + eye[b]) - rot(eye[a]) - rot(eye[b])) / 2
-        _E[key] = e.to(dtype=dtype, device=device)
-    return _E[key]
+        _E[device] = e.to(device)
+    return _E[device]
 
 
 class _TopEigenvector(torch.autograd.Function):
@@ -67,7 +66,7 @@ def special_procrustes(m: torch.Tensor) -> torch.Tensor:
     in float64 (a near-singular matrix's top eigenvalues are close), returned in m's dtype.
     Both maps are one matrix product each (E as [9,16]): einsum's dispatch cost more than
     the arithmetic."""
-    e = _quadratic_map(torch.float64, m.device).reshape(9, 16)
+    e = _quadratic_map(m.device).reshape(9, 16)
     batch = m.shape[:-2]
     n = (m.reshape(-1, 9).double() @ e).reshape(-1, 4, 4)
     q = _TopEigenvector.apply(n)
