@@ -42,6 +42,8 @@ class PersonProblem:
         self.pose_fingers = var(len(fitter._fingers), 3)
         self.shape_logit = var(1, 6)
         self.root_rot, self.root_t = var(3), var(3)
+        # metres per unit of root_t (FitSettings.translation_unit; the plain baseline's are metres)
+        self.t_unit = fitter.settings.translation_unit if obs.metric and not fitter.settings.plain else 1.0
         self.r0 = torch.eye(3, dtype=dt, device=self.dev)
         self.t0 = torch.zeros(3, dtype=dt, device=self.dev)
         self.log_depth_scale, self.depth_shift = var(), var()
@@ -100,7 +102,7 @@ class PersonProblem:
         return torch.sigmoid(self.shape_logit * self.f.shape_scale)
 
     def placement(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return rotvec_to_matrix(self.root_rot) @ self.r0, self.t0 + self.root_t
+        return rotvec_to_matrix(self.root_rot) @ self.r0, self.t0 + self.root_t * self.t_unit
 
     def to_camera(self, x: torch.Tensor) -> torch.Tensor:
         r, t = self.placement()

@@ -73,6 +73,7 @@ class GroupTerms:
         each = lambda name: np.stack([getattr(o, name) for o in obs])  # noqa: E731
         stack = lambda name: torch.stack([getattr(p, name) for p in problems])  # noqa: E731
         self.pose, self.r0, self.t0 = torch.cat([p.pose for p in problems]), stack("r0"), stack("t0")
+        self.t_unit = real([p.t_unit for p in problems])[:, None]  # metres per unit of root_t
         k = real(each("intrinsics"))
         self.fx, self.fy = k[:, 0, 0, None, None], k[:, 1, 1, None, None]
         self.cx, self.cy = k[:, 0, 2, None, None], k[:, 1, 2, None, None]
@@ -117,7 +118,7 @@ class GroupTerms:
         if f.settings.fingers:
             rot[:, f._fingers] = fingers
         r = rotvec_to_matrix(_batch([p.root_rot for p in ps])) @ self.r0
-        t = self.t0 + _batch([p.root_t for p in ps])
+        t = self.t0 + _batch([p.root_t for p in ps]) * self.t_unit
         scale = shift = None
         if self.relative:
             scale = torch.exp(_batch([p.log_depth_scale for p in ps]))

@@ -33,7 +33,9 @@ LIMITS = {
     # a two-sided depth that made the body 5.4 cm short (hips 3 cm off); one-sided 2.3-2.6 cm,
     # the size the keypoints left open kept through the surface stage; 1.6 with the shape free
     # there (docs/body_fit.md).
-    "sitting": (0.5, 0.4, 1.0, 2.0, 2.0),
+    # L-BFGS moving the translation in 20 cm units (FitSettings.translation_unit): -0.8 cm, joints
+    # max 1.0 (-1.66 and 1.89 in metres); held to 1.5 cm, under the 2.
+    "sitting": (0.5, 0.4, 1.0, 1.5, 1.5),
     # 2.2 m: the tallest start size is anny's height 1, whose logit was infinite (a NaN fit).
     "very_tall": (1.0, 0.5, 1.6, 3.0, 2.0),
     "child": (0.5, 0.4, 1.1, 2.5, 2.0),
@@ -46,7 +48,8 @@ LIMITS = {
     "two_people": (0.9, 0.7, 1.3, 2.5, 2.0),
     # Its elbow's fold is a guess (no depth there) and the start's guess put it 18 cm in front
     # of the body: 20 cm joints max until the other fold was tried too; now 5.2 (the elbow,
-    # 5 cm in front, its keypoint 5 px off: short of the 4 cm, docs/body_fit.md).
+    # 5 cm in front, its keypoint 5 px off: short of the 4 cm, docs/body_fit.md; 4.8 since
+    # the translation moves in 20 cm units).
     "elbow_over_hole": (0.9, 0.5, 2.0, 7.0, 2.0),
 }
 
