@@ -174,11 +174,12 @@ def compiled_run(body, name: str, cases_dir: Path | None = None) -> dict:
 
 
 def _limb_cm(out: dict, bodies, name: str) -> tuple[tuple, list[float]]:
-    """(the limb joints scored, each person's mean error over them in cm); a half-body crop
-    scores its arms only."""
+    """(the limb joints scored, each person's mean error over them in cm); a half-body crop or
+    a bust scores its arms only."""
+    import gt_cases
     import scoring
 
-    names = scoring.LIMB_JOINTS[:6] if name == "half_body" else scoring.LIMB_JOINTS
+    names = scoring.LIMB_JOINTS[:6] if name in gt_cases.UPPER_BODY_ONLY else scoring.LIMB_JOINTS
     return names, [100 * float(scoring.joint_errors(_joints_of(out, i), b.joints, names).mean())
                    for i, b in enumerate(bodies)]
 

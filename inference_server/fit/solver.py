@@ -94,10 +94,9 @@ class FitSettings:
     # each round guesses one curvature for all variables, and per metre the translation's is
     # 100x a limb rotation's per radian (the loss's second derivative at a fitted body: ~1.5e4
     # against ~150; root rotation ~3e3, shape ~350). At 0.2 the fits end at a lower loss on
-    # every benchmark case (sitting 0.58 -> 0.30) and nearer the truth (docs/body_fit.md). Root
-    # rotation in half-radians as well moved a half-body photo's unseen thigh 10 degrees off
-    # neutral. Without metric depth: metres (the distance trades with the size there, and a
-    # freer one made the no-depth fit worse: at 0.25 its hidden side went 0.93 -> 1.67 cm).
+    # every benchmark case (sitting 0.58 -> 0.30) and nearer the truth (docs/body_fit.md).
+    # Without metric depth: metres (the distance trades with the size there, and a freer one
+    # made the no-depth fit worse: at 0.25 its hidden side went 0.93 -> 1.67 cm).
     translation_unit: float = 0.2
     # torch threads while fitting: the fit's tensors are small, so extra threads buy little and
     # on a busy machine (a batch, the test suite, Blender) spinning threads made it 4x slower.
