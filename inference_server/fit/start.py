@@ -59,9 +59,7 @@ def upright_on_shoulders(obs: PersonObservation, rest: np.ndarray, z: np.ndarray
     portrait's body 20-40 degrees towards the camera, a start the fit did not come back from
     (hips 17-35 cm off)."""
     sel = [_LEFT, _RIGHT]
-    k = obs.intrinsics
-    dst = np.stack([(obs.keypoints[sel, 0] - k[0, 2]) / k[0, 0] * z,
-                    (obs.keypoints[sel, 1] - k[1, 2]) / k[1, 1] * z, z], 1)
+    dst = _rays(obs, sel) * z[:, None]
 
     def frame(across: np.ndarray, up: np.ndarray, otherwise: np.ndarray) -> np.ndarray:
         e1 = across / max(np.linalg.norm(across), 1e-12)
@@ -98,9 +96,7 @@ def closed_form(obs: PersonObservation, rest: np.ndarray) -> tuple[np.ndarray, n
     else:
         sel = use
         z = np.full(len(sel), distance_from_size(obs, rest, use))
-    k = obs.intrinsics
-    dst = np.stack([(obs.keypoints[sel, 0] - k[0, 2]) / k[0, 0] * z,
-                    (obs.keypoints[sel, 1] - k[1, 2]) / k[1, 1] * z, z], 1)
+    dst = _rays(obs, sel) * z[:, None]
     if len(sel) < 3:
         r = FACING_CAMERA
     else:
@@ -176,8 +172,14 @@ def lifted_point(obs: PersonObservation, joint: int) -> np.ndarray | None:
 
 def _ray(obs: PersonObservation, joint: int) -> np.ndarray:
     """The keypoint's ray through the camera centre, scaled to unit depth."""
+    return _rays(obs, [joint])[0]
+
+
+def _rays(obs: PersonObservation, joints) -> np.ndarray:
+    """[n,3] the keypoints' rays through the camera centre, scaled to unit depth."""
     k = obs.intrinsics
-    return np.array([(obs.keypoints[joint, 0] - k[0, 2]) / k[0, 0], (obs.keypoints[joint, 1] - k[1, 2]) / k[1, 1], 1.0])
+    xy = obs.keypoints[joints]
+    return np.stack([(xy[:, 0] - k[0, 2]) / k[0, 0], (xy[:, 1] - k[1, 2]) / k[1, 1], np.ones(len(xy))], 1)
 
 
 # Where a joint no keypoint shows is looked for: the seen skin of the part that lies along
