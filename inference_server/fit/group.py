@@ -60,11 +60,14 @@ class Group:
         self.terms.new_round()
 
     def run_lbfgs(self, iterations: int, dense: bool, rounds: int = 1, cancel=None,
-                  shape_round: bool = False, shape: bool = True) -> list[int]:
+                  shape_round: bool = False, shape: bool = True, keep_history: bool = False) -> list[int]:
         """Quasi-Newton, per person, on all its variables (``shape_round``: on its shape and
         placement alone); with ``shape=False`` the shapes are held (the rest bodies computed
         once: a third of an evaluation's cost). Surface correspondences are held within a round
-        and refreshed between rounds. Returns each person's number of evaluations."""
+        and refreshed between rounds; ``keep_history``: each person's L-BFGS goes on from one
+        round to the next with its curvature pairs (new matches change the loss a little, not
+        its curvature), instead of starting again from a gradient step. Returns each person's
+        number of evaluations."""
         params = []
         for p in self.problems:
             if shape_round:
@@ -73,12 +76,14 @@ class Group:
                 params.append([v for g in p._params(dense) for v in g["params"] if shape or v is not p.shape_logit])
         counts = [0] * len(self.problems)
         self.terms = GroupTerms(self.problems)  # the placements' closed-form parts are set by now
+        kept = [_lbfgs(group, iterations) for group in params] if keep_history else None
         for _ in range(rounds):
             self._rest = {}
             if dense:
                 self.pick_correspondences()
             step = _Lockstep(self, [v for group in params for v in group], dense, shape, cancel)
-            for i, n in enumerate(step.run([_lbfgs(group, iterations) for group in params])):
+            optimisers = kept or [_lbfgs(group, iterations) for group in params]
+            for i, n in enumerate(step.run(optimisers)):
                 counts[i] += n
             if self.compiled:
                 _COMPILED_VARIANTS.add(compile_variant([p.obs for p in self.problems]))

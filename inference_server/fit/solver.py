@@ -221,8 +221,12 @@ class BodyFitter:
             group = Group([p for tried in tries for p in tried])
             n1 = group.run_lbfgs(s.skeleton_steps if metric else s.skeleton_steps_without_metric,
                                  dense=False, cancel=cancel)
+            # With metric depth the surface rounds share their curvature history: over the
+            # ground truth, joints max 1.28 -> 1.24 cm on average for no more evaluations.
+            # Without it, converging further lets the depth scale drift (relative depth's hidden
+            # side 1.80 -> 2.09 cm), so each round starts afresh there.
             n2 = group.run_lbfgs(s.surface_steps if metric else s.surface_steps_without_metric, dense=True,
-                                 rounds=s.surface_rounds, shape=metric, cancel=cancel)
+                                 rounds=s.surface_rounds, shape=metric, keep_history=metric, cancel=cancel)
             if len(group.problems) > len(probs):
                 probs, (n1, n2) = self._keep_best_folds(group, tries, (n1, n2))
                 group = Group(probs)
