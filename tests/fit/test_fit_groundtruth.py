@@ -49,8 +49,9 @@ LIMITS = {
     # Its elbow's fold is a guess (no depth there) and the start's guess put it 18 cm in front
     # of the body: 20 cm joints max until the other fold was tried too; now 5.2 (the elbow,
     # 5 cm in front, its keypoint 5 px off: short of the issue's 4 cm, docs/body_fit.md; 4.8 since
-    # the translation moves in 20 cm units).
-    "elbow_over_hole": (0.9, 0.5, 2.0, 7.0, 2.0),
+    # the translation moves in 20 cm units, 4.2 with the surface rounds' curvature history kept;
+    # the same code reads 0.1-0.2 cm apart on different CPUs, hence 5.5).
+    "elbow_over_hole": (0.9, 0.5, 2.0, 5.5, 2.0),
 }
 
 

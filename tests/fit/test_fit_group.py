@@ -125,3 +125,37 @@ def test_a_persons_terms_in_a_group_are_its_terms_alone(body, two_people, depth)
             for a, b in zip(grads[4 * i:4 * i + 4], own):
                 # float32 rounding of batched products, amplified where the gradient's terms cancel
                 assert torch.allclose(a, b, rtol=1e-4, atol=1e-3 * float(b.abs().max()) + 1e-7), (dense, shape, i)
+
+
+def test_surface_rounds_keep_their_curvature_history_with_metric_depth(body, body_model_scene, monkeypatch):
+    """With metric depth each person's L-BFGS goes on from one surface round to the next, its
+    curvature pairs kept across the rounds' new matches; without metric depth each round starts
+    afresh (converging further there lets the depth scale drift)."""
+    import scenes
+    from inference_server.fit import group as group_module
+    from inference_server.fit.solver import FitSettings
+
+    made = []
+    make = group_module._lbfgs
+
+    def counted(params, iterations):
+        made.append((make(params, iterations), iterations))
+        return made[-1][0]
+
+    monkeypatch.setattr(group_module, "_lbfgs", counted)
+    settings = FitSettings()
+    scene = body_model_scene
+    gt_cases.fit_case(body, "metric", settings, given=(scene.maps, scene.bodies))
+
+    def iterations_run(optimiser):
+        return optimiser.state[optimiser.param_groups[0]["params"][0]]["n_iter"]
+
+    # one optimiser for the keypoint stage, one for all the surface rounds
+    assert [n for _o, n in made] == [settings.skeleton_steps, settings.surface_steps]
+    assert settings.surface_steps < iterations_run(made[1][0]) <= settings.surface_rounds * settings.surface_steps
+
+    made.clear()
+    gt_cases.fit_case(body, "no depth", settings, given=(scenes.without_depth(scene.maps), scene.bodies))
+    rounds = [o for o, n in made if n == settings.surface_steps_without_metric]
+    assert len(rounds) == settings.surface_rounds_without_metric  # a new optimiser per round
+    assert all(iterations_run(o) <= settings.surface_steps_without_metric for o in rounds)
