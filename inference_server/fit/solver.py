@@ -111,8 +111,13 @@ class FitSettings:
     # or elbow pulled straight while its end is held by the keypoint asks for shorter bones, and
     # the shape gave them (fitted bodies came out 2-5 cm short). surface: the observed points are
     # the strongest dense cue (at 0.5 noisy keypoints pulled knees 5-9 cm off; at 4 about 2).
+    # lift: the joints' pull to their lifted depths (in the surface stage x lift_dense), the seen
+    # surface at the keypoint's pixel plus a joint radius guessed per kind of joint: a rough cue,
+    # read where a noisy keypoint lands. At 0.5 it held the joints to those guesses against the
+    # dense surface, which knows the depth better; at 0.25 the ground truth's joints max 1.21 ->
+    # 1.11 cm on average, an elbow over a hole 4.18 -> 3.64 cm (docs/body_fit.md).
     weights: dict = field(default_factory=lambda: {
-        "lift": 0.5, "lift_dense": 1.0, "prior": 1.0, "prior_seen": 0.03, "hinge": 1.0, "surface": 4.0,
+        "lift": 0.25, "lift_dense": 1.0, "prior": 1.0, "prior_seen": 0.03, "hinge": 1.0, "surface": 4.0,
         "inside": 0.5, "part": 0.2, "cover": 0.3})
     dtype: torch.dtype = torch.float32
     # torch.compile the evaluation (group._body_pass): on this CPU the skeleton stage's is
