@@ -118,14 +118,17 @@ def test_a_half_body_portrait_gets_neutral_standing_legs(results, body):
     assert rows[0]["hidden_cm"] <= 0.5 and rows[0]["joint_mean_cm"] <= 1.0, rows[0]  # the upper body
     assert abs(rows[0]["height_err_cm"]) <= 2.0, rows[0]
     # The legs the photo does not show stand straight under the hips (rest pose), not noise.
+    # The crop shows the top of the thighs, and the true left thigh steps 30 degrees forward:
+    # the fitted one may turn towards it (6 degrees with the lifted depths at 0.5, 8 at 0.25,
+    # its knee 13.6 -> 12.3 cm from the truth), the unseen shins not at all.
     m = fit["bone_matrices"][0]
     rest = fit["rest_bone_matrices"][0]
-    for bone in ("upperleg01.L", "upperleg01.R", "lowerleg01.L", "lowerleg01.R"):
+    for bone, most in (("upperleg01.L", 12.0), ("upperleg01.R", 8.0), ("lowerleg01.L", 8.0), ("lowerleg01.R", 8.0)):
         b = body.bone_index[bone]
         p = body.parents[b]
         local = np.linalg.inv(np.linalg.inv(rest[p]) @ rest[b]) @ np.linalg.inv(m[p]) @ m[b]
         angle = np.degrees(np.arccos(np.clip((np.trace(local[:3, :3]) - 1) / 2, -1, 1)))
-        assert angle < 8.0, (bone, angle)
+        assert angle < most, (bone, angle)
     estimated = dict(zip([str(n) for n in body.template()["joint_names"]], fit["joints_estimated"][0]))
     assert estimated["left_ankle"] and estimated["right_knee"]
 
