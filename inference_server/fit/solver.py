@@ -16,9 +16,8 @@ The method, and why it is fast:
    never inside; the body's parts inside their segmentation parts and the silhouette covered.
    Correspondences are nearest points of the surface, on the parts the point's label allows,
    refreshed every round (ICP); each evaluation skins a fixed 4,000-vertex subsample of the
-   mesh, which carries them. With
-   metric depth the shape is free here; without it, it is held and a round on the shape and
-   placement alone follows.
+   mesh, which carries them. With metric depth the shape is free here; without it, it is held
+   and a round on the shape and placement alone follows.
 Priors throughout: rotations pulled towards the rest pose (hard for bones no keypoint sees, so
 an unseen limb stands neutral), hinge limits for knees and elbows, twist limits, phenotypes
 kept inside anny's [0, 1] by a sigmoid.
@@ -68,7 +67,8 @@ class FitSettings:
     # on the shape and placement alone follows.
     # With metric depth, 3 x 17 rather than 2 x 25: the rounds keep their L-BFGS history
     # (Group.run_lbfgs), so a refresh no longer costs the curvature learnt; over 20 noise draws
-    # every height within 2 cm (seed 4 -2.07 -> -1.92 cm), joints max 2.06 -> 1.99 cm on average.
+    # (lifted depths then at 0.5) joints max 2.06 -> 1.99 cm on average, seed 4's height -2.07 ->
+    # -1.92 cm.
     surface_steps: int = 17
     surface_rounds: int = 3
     surface_steps_without_metric: int = 20
@@ -232,7 +232,8 @@ class BodyFitter:
             n1 = group.run_lbfgs(s.skeleton_steps if metric else s.skeleton_steps_without_metric,
                                  dense=False, cancel=cancel)
             # With metric depth the surface rounds share their curvature history: over the
-            # ground truth, joints max 1.28 -> 1.24 cm on average for no more evaluations.
+            # ground truth's 18 metric rows, joints max 1.28 -> 1.24 cm on average (2 x 25, the
+            # lifted depths at 0.5) for no more evaluations.
             # Without it, converging further lets the depth scale drift (relative depth's hidden
             # side 1.80 -> 2.09 cm), so each round starts afresh there.
             n2 = group.run_lbfgs(s.surface_steps if metric else s.surface_steps_without_metric, dense=True,
