@@ -138,12 +138,6 @@ def place(arm: bpy.types.Object, placement: np.ndarray) -> None:
     arm.matrix_world = Matrix((camera_to_blender_4x4() @ np.asarray(placement, np.float64)).tolist())
 
 
-def face_parts(faces: np.ndarray, vertex_parts: np.ndarray) -> np.ndarray:
-    """A part per triangle: the part two of its corners share, else the first corner's."""
-    vp = np.asarray(vertex_parts)[np.asarray(faces, np.int64)]
-    return np.where(vp[:, 1] == vp[:, 2], vp[:, 1], vp[:, 0])
-
-
 @contextmanager
 def interchange_weights(objects):
     """While exporting to glTF/FBX: body meshes carry weights pruned to the 4 largest per vertex
@@ -214,7 +208,7 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     skin_to_armature(obj, arm)
     place(arm, fit.placement[i])
     pose_armature(arm, fit.rest_bone_matrices[i], fit.bone_matrices[i], parents)
-    per_face = face_parts(faces, template.vertex_parts)
+    per_face = body_surface.face_parts(faces, template.vertex_parts)
     texture, bake = body_surface.bake_texture(maps, person_id, posed, faces, template.uv, template.face_uv,
                                               per_face, size=texture_size)
     report.texture = bake

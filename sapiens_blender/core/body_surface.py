@@ -21,6 +21,7 @@ FACING_MIN = 0.05  # cosine: surfaces seen this edge-on give no reliable photo p
 MEASURE_FACING = 0.35  # cosine: below it the offset to the observed surface is underestimated
 SKIN_FILL = np.array([196, 160, 140], np.uint8)  # neutral skin where nothing better is known
 MIN_SEEN_FOR_FILL = 0.1  # a part's hidden side takes its seen colour only if this much of it is seen
+FILL_BLEND_RINGS = 2  # mesh rings over which one part's fill colour fades into the next's
 RASTER_CHUNK = 4_000_000  # candidate pixels per rasteriser pass (bounds memory)
 
 
@@ -232,6 +233,30 @@ def diffuse(values: np.ndarray, fixed: np.ndarray, edges: np.ndarray, iterations
 
 
 # --- the texture -------------------------------------------------------------------------------
+def face_parts(faces: np.ndarray, vertex_parts: np.ndarray) -> np.ndarray:
+    """A part per triangle: the part two of its corners share, else the first corner's."""
+    vp = np.asarray(vertex_parts)[np.asarray(faces, np.int64)]
+    return np.where(vp[:, 1] == vp[:, 2], vp[:, 1], vp[:, 0])
+
+
+def blended_fill(face_fill: np.ndarray, faces: np.ndarray, n_verts: int, rings: int = FILL_BLEND_RINGS) -> np.ndarray:
+    """Per vertex [V,3], the fill colours of its faces averaged, then blended ``rings`` times
+    with its neighbours': read at a texel through its face's corners, a part's fill fades into
+    the next part's over a few centimetres instead of stepping along the triangles' edges (a
+    saw-tooth hem where a shirt's fill meets the skin's). Inside a part, away from its border,
+    the colour stays the part's own."""
+    f = np.asarray(faces, np.int64)
+    count = np.bincount(f.ravel(), minlength=n_verts).astype(np.float64)
+    per_vertex = np.stack([np.bincount(f.ravel(), np.repeat(face_fill[:, c], 3), minlength=n_verts)
+                           for c in range(3)], 1) / np.maximum(count, 1.0)[:, None]
+    edges = mesh_edges(f)
+    degree = np.bincount(edges.ravel(), minlength=n_verts).astype(np.float64)
+    for _ in range(rings):
+        around = np.stack([_neighbour_sum(per_vertex[:, c], edges, n_verts) for c in range(3)], 1)
+        per_vertex = (per_vertex + around) / (1.0 + degree)[:, None]
+    return per_vertex
+
+
 def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_parts=None,
                  size: int = 1024, pad: int = 4) -> tuple[np.ndarray, dict]:
     """The photo projected onto what the camera sees of the posed body, baked into its UV layout.
@@ -267,15 +292,15 @@ def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_
     # Fill first (part median, else skin), then the seen texels on top.
     parts = np.zeros(len(f), np.int64) if face_parts is None else np.asarray(face_parts, np.int64)
     colours = image[pr[seen], pc[seen]]
-    fill = np.tile(SKIN_FILL, (len(face), 1))
+    face_fill = np.tile(SKIN_FILL.astype(np.float64), (len(f), 1))
     seen_parts = parts[face[seen]]
     texel_parts = parts[face]
     for part in np.unique(seen_parts):  # one median per part (a few dozen parts)
-        in_part = texel_parts == part
         of_part = seen_parts == part
-        if of_part.sum() >= MIN_SEEN_FOR_FILL * in_part.sum():  # a glimpse at the frame's edge is no sample
-            fill[in_part] = np.median(colours[of_part], axis=0).astype(np.uint8)
-    texture[rows, cols] = fill
+        if of_part.sum() >= MIN_SEEN_FOR_FILL * (texel_parts == part).sum():  # a glimpse at the frame's edge is no sample
+            face_fill[parts == part] = np.median(colours[of_part], axis=0)
+    corner_fill = blended_fill(face_fill, f, len(v))[f[face]]  # [texels,3,3]
+    texture[rows, cols] = np.rint(np.einsum("nk,nkc->nc", bary, corner_fill)).clip(0, 255).astype(np.uint8)
     texture[rows[seen], cols[seen]] = colours
     covered[rows, cols] = True
     for _ in range(pad):  # grow the islands by one texel per pass

@@ -218,3 +218,31 @@ def test_texture_skips_what_is_in_front_of_the_body(body_scene):
     tex, blocked = bs.bake_texture(maps, 1, f.vertices[0], t.faces, t.uv, t.face_uv, size=128)
     assert clean["seen_texels"] > 1000 and blocked["seen_texels"] == 0
     assert (tex.reshape(-1, 3) == bs.SKIN_FILL).all(axis=1).mean() > 0.3
+
+
+def test_texture_fill_fades_between_parts_instead_of_stepping_along_triangles(body_scene):
+    """The hidden side takes each part's seen colour (a shirt's blue round the back), and where
+    one part's fill meets another's (the shirt's hem on the skin) it fades over a few rings of
+    the mesh: per-triangle fills made a saw-tooth hem, 111 colour levels from one texel to the next."""
+    scene = body_scene("dressed")
+    t, f, maps = scene.template, scene.fit, scene.maps
+    faces, size = t.faces.astype(np.int64), 256
+    tex, _ = bs.bake_texture(maps, 1, f.vertices[0], faces, t.uv, t.face_uv, bs.face_parts(faces, t.vertex_parts),
+                             size=size)
+    rows, cols, face, _ = bs.rasterize(np.stack([t.uv[:, 0] * size, (1 - t.uv[:, 1]) * size], 1)[t.face_uv], size, size)
+    tri = f.vertices[0].astype(np.float64)[faces]
+    normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    away = np.einsum("ij,ij->i", normal, tri.mean(1)) > 0  # turned from the camera: never seen
+    face_of = np.full((size, size), -1)
+    face_of[rows, cols] = face
+    a, b = face_of[:, :-1], face_of[:, 1:]  # texels side by side, in two triangles sharing a corner
+    pair = (a >= 0) & (b >= 0) & (a != b)
+    pair &= away[a.clip(0)] & away[b.clip(0)]
+    pair &= (faces[a.clip(0)][..., :, None] == faces[b.clip(0)][..., None, :]).any((-1, -2))
+    colour = tex.astype(int)
+    step = np.abs(colour[:, :-1] - colour[:, 1:]).max(-1)[pair]
+    assert pair.sum() > 1000 and step.max() <= 40, f"{int((step > 40).sum())} steps over 40 levels (max {step.max()})"
+    # Away from the hem the fill is the part's own: the back of the torso is the shirt's blue.
+    torso = t.part_names.index("Torso")
+    back = tex[rows, cols][away[face] & (bs.face_parts(faces, t.vertex_parts)[face] == torso)].astype(int)
+    assert np.median(back[:, 2]) > np.median(back[:, 0]) + 40, "the shirt's blue goes round the back"
