@@ -18,6 +18,7 @@ DRESSED_CLASSES = frozenset({"Apparel", "Upper_Clothing", "Lower_Clothing", "Hai
 MAX_THICKNESS = 0.12  # m: an observed surface farther out than this belongs to something else
 OCCLUSION_TOLERANCE = 0.015  # m: a point this close behind the nearest body surface still counts as seen
 FACING_MIN = 0.05  # cosine: surfaces seen this edge-on give no reliable photo pixel
+FADE_FACING = 0.3  # cosine: photo texels seen more edge-on than this fade into the part's fill
 MEASURE_FACING = 0.35  # cosine: below it the offset to the observed surface is underestimated
 SKIN_FILL = np.array([196, 160, 140], np.uint8)  # neutral skin where nothing better is known
 MIN_SEEN_FOR_FILL = 0.1  # a part's hidden side takes its seen colour only if this much of it is seen
@@ -300,8 +301,15 @@ def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_
         if of_part.sum() >= MIN_SEEN_FOR_FILL * (texel_parts == part).sum():  # a glimpse at the frame's edge is no sample
             face_fill[parts == part] = np.median(colours[of_part], axis=0)
     corner_fill = blended_fill(face_fill, f, len(v))[f[face]]  # [texels,3,3]
-    texture[rows, cols] = np.rint(np.einsum("nk,nkc->nc", bary, corner_fill)).clip(0, 255).astype(np.uint8)
-    texture[rows[seen], cols[seen]] = colours
+    fill = np.einsum("nk,nkc->nc", bary, corner_fill)
+    texture[rows, cols] = np.rint(fill).clip(0, 255).astype(np.uint8)
+    # Seen nearly edge-on, a photo pixel is smeared over much of the surface (and mixes in what
+    # lies beside the person): those texels fade into the fill, by the smooth normal's cosine.
+    normal = np.einsum("nk,nkj->nj", bary[seen], vertex_normals(v, f)[f[face[seen]]])
+    cosine = np.einsum("ij,ij->i", normal, view[seen]) / np.maximum(np.linalg.norm(normal, axis=1), 1e-12)
+    w = np.clip((cosine - FACING_MIN) / (FADE_FACING - FACING_MIN), 0.0, 1.0)[:, None]
+    w = w * w * (3.0 - 2.0 * w)
+    texture[rows[seen], cols[seen]] = np.rint(w * colours + (1.0 - w) * fill[seen]).clip(0, 255).astype(np.uint8)
     covered[rows, cols] = True
     for _ in range(pad):  # grow the islands by one texel per pass
         grown = texture.copy()

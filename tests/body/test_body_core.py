@@ -246,3 +246,37 @@ def test_texture_fill_fades_between_parts_instead_of_stepping_along_triangles(bo
     torso = t.part_names.index("Torso")
     back = tex[rows, cols][away[face] & (bs.face_parts(faces, t.vertex_parts)[face] == torso)].astype(int)
     assert np.median(back[:, 2]) > np.median(back[:, 0]) + 40, "the shirt's blue goes round the back"
+
+
+def test_texture_fades_what_the_camera_sees_edge_on_into_the_fill(body_scene, monkeypatch):
+    """A photo pixel seen nearly edge-on is smeared over much of the surface (and, in a real
+    photo, mixes in what lies beside the person): such texels fade into the part's fill. Here
+    the pixels whose true surface is within 81 degrees of edge-on (under 2 % of the person) are
+    painted green; faded, far less green reaches the texture than unfaded, and the surfaces
+    facing the camera keep the photo's colour exactly."""
+    import copy
+
+    from sapiens_blender.core.maps import points_from_depth
+
+    scene = body_scene("standing")
+    t, f = scene.template, scene.fit
+    maps = copy.deepcopy(scene.maps)
+    person = maps.mask == 1
+    points = points_from_depth(maps.depth, maps.intrinsics)
+    view = -points / np.linalg.norm(points, axis=-1, keepdims=True)
+    cosine = np.einsum("hwc,hwc->hw", np.nan_to_num(maps.normal), np.nan_to_num(view))
+    edge_on = person & (cosine < 0.15)
+    assert 0 < edge_on.sum() < 0.03 * person.sum()
+    skin, green = np.array([200.0, 170.0, 150.0]), np.array([20.0, 200.0, 40.0])
+    maps.image[person], maps.image[edge_on] = skin, green
+
+    def bake():
+        tex, _ = bs.bake_texture(maps, 1, f.vertices[0], t.faces, t.uv, t.face_uv, size=256)
+        share = ((tex.astype(float) - skin) @ (green - skin)) / ((green - skin) @ (green - skin))
+        return share.clip(0, 1).sum(), (np.abs(tex.astype(int) - skin).max(-1) == 0).sum()
+
+    faded_green, faded_skin = bake()
+    monkeypatch.setattr(bs, "FADE_FACING", bs.FACING_MIN + 1e-9)  # no fade
+    sharp_green, sharp_skin = bake()
+    assert faded_green < 0.75 * sharp_green, (faded_green, sharp_green)
+    assert abs(faded_skin - sharp_skin) < 0.15 * sharp_skin
