@@ -264,7 +264,9 @@ def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_
 
     Returns (RGB uint8 [size,size,3], row 0 = top = v 1; report). Texels the camera does not see
     take the median seen colour of the same body part (``face_parts``), else a neutral skin
-    colour; ``pad`` texels of padding round every UV island keep seams clean under filtering.
+    colour, faded into the next part's at part borders (``blended_fill``); texels it sees nearly
+    edge-on fade from the photo into that fill (``FADE_FACING``); ``pad`` texels of padding
+    round every UV island keep seams clean under filtering.
     """
     v = np.asarray(vertices, np.float64)
     f = np.asarray(faces, np.int64)
