@@ -51,6 +51,9 @@ def mesh_edges(faces: np.ndarray) -> np.ndarray:
 
 
 def _neighbour_sum(values: np.ndarray, edges: np.ndarray, n: int) -> np.ndarray:
+    """Per vertex, the sum of its neighbours' ``values`` ([V] or [V,C], column by column)."""
+    if values.ndim == 2:
+        return np.stack([_neighbour_sum(values[:, c], edges, n) for c in range(values.shape[1])], 1)
     return (np.bincount(edges[:, 0], values[edges[:, 1]], minlength=n)
             + np.bincount(edges[:, 1], values[edges[:, 0]], minlength=n))
 
@@ -64,7 +67,7 @@ def dressing_normals(vertices: np.ndarray, faces: np.ndarray, iterations: int = 
     degree = np.maximum(np.bincount(edges.ravel(), minlength=len(v)), 1)[:, None]
     smooth = v.copy()
     for _ in range(iterations):
-        mean = np.stack([_neighbour_sum(smooth[:, k], edges, len(v)) for k in range(3)], 1) / degree
+        mean = _neighbour_sum(smooth, edges, len(v)) / degree
         smooth = 0.5 * smooth + 0.5 * mean
     return vertex_normals(smooth, faces)
 
@@ -257,8 +260,7 @@ def blended_fill(face_fill: np.ndarray, faces: np.ndarray, n_verts: int, rings: 
     edges = mesh_edges(f)
     degree = np.bincount(edges.ravel(), minlength=n_verts).astype(np.float64)
     for _ in range(rings):
-        around = np.stack([_neighbour_sum(per_vertex[:, c], edges, n_verts) for c in range(3)], 1)
-        per_vertex = (per_vertex + around) / (1.0 + degree)[:, None]
+        per_vertex = (per_vertex + _neighbour_sum(per_vertex, edges, n_verts)) / (1.0 + degree)[:, None]
     return per_vertex
 
 

@@ -251,8 +251,8 @@ def test_texture_fill_fades_between_parts_instead_of_stepping_along_triangles(bo
 def test_texture_fades_what_the_camera_sees_edge_on_into_the_fill(body_scene, monkeypatch):
     """A photo pixel seen nearly edge-on is smeared over much of the surface (and, in a real
     photo, mixes in what lies beside the person): such texels fade into the part's fill. Here
-    the pixels whose true surface is within 81 degrees of edge-on (under 2 % of the person) are
-    painted green; faded, far less green reaches the texture than unfaded, and the surfaces
+    the pixels whose true surface is within 9 degrees of edge-on (under 2 % of the person) are
+    painted green; faded, under 0.75x the green reaches the texture (0.68x), and the surfaces
     facing the camera keep the photo's colour exactly."""
     import copy
 
