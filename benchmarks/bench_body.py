@@ -58,10 +58,13 @@ def main() -> int:
     bpy.ops.wm.read_factory_settings(use_empty=True)
     coll = bpy.context.scene.collection
     rows = []
-    s, _ = timed(lambda: body_surface.clothing_thickness(maps, 1, posed, t.faces, t.vertex_parts), args.repeats)
+    landmarks = body_surface.head_landmarks(t, f, 0)
+    s, worn = timed(lambda: body_surface.dressing(maps, 1, posed, t.faces, t.vertex_parts, rest_vertices=rest,
+                                                  **landmarks), args.repeats)
     rows.append(("clothing thickness (numpy)", s))
     per_face = body_surface.face_parts(t.faces, t.vertex_parts)  # the build's fills, one per part
-    s, _ = timed(lambda: body_surface.bake_texture(maps, 1, posed, t.faces, t.uv, t.face_uv, per_face), args.repeats)
+    s, _ = timed(lambda: body_surface.bake_texture(maps, 1, posed, t.faces, t.uv, t.face_uv, per_face,
+                                                   dressed=worn.dressed), args.repeats)
     rows.append(("texture bake 1024² (numpy)", s))
     s, obj = timed(lambda: body.build_body_mesh(rest, t.faces, t.uv, t.face_uv, "bench", coll), args.repeats)
     rows.append(("mesh + UVs (bpy)", s))

@@ -175,7 +175,8 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     """(mesh object, armature object, BodyReport, the images it made) for one fitted person.
 
     ``mode`` 'minimal': the fitted body; 'clothed': plus the photo's clothing/hair thickness
-    (``core.body_surface.clothing_thickness``) laid on at the bind pose, so it follows the rig.
+    (``core.body_surface.dressing``) laid on at the bind pose, so it follows the rig. In both, the
+    texture's hidden side takes the clothing's colour where the dressing covers the body.
     """
     from ..core import body_surface
     from ..core.build_report import BodyReport, fit_warnings
@@ -191,13 +192,14 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     posed = fit.vertices[i].astype(np.float64)
     report = BodyReport(mode=mode, vertices=len(rest), faces=len(faces), fit=fit.report(person_id))
     report.warnings += fit_warnings(report.fit)
+    worn = body_surface.dressing(maps, person_id, posed, faces, template.vertex_parts, rest_vertices=rest,
+                                 thickness=mode == "clothed", **body_surface.head_landmarks(template, fit, i))
     if mode == "clothed":
-        thickness, dress = body_surface.clothing_thickness(maps, person_id, posed, faces, template.vertex_parts)
-        report.clothing = dict(dress, max_thickness_m=round(float(thickness.max()), 4))
-        if dress.get("note"):
-            report.warnings.append(dress["note"])
-        rest = body_surface.dress(rest, faces, thickness)
-        posed = body_surface.dress(posed, faces, thickness)
+        report.clothing = dict(worn.report, max_thickness_m=round(float(worn.thickness.max()), 4))
+        if worn.report.get("note"):
+            report.warnings.append(worn.report["note"])
+        rest = body_surface.dress(rest, faces, worn.thickness)
+        posed = body_surface.dress(posed, faces, worn.thickness)
     names, parents = retarget_rig(template.bone_names, template.bone_parents, rig_names)
     obj = build_body_mesh(rest, faces, template.uv, template.face_uv, label, collection)
     obj[BODY_MODE] = mode
@@ -210,7 +212,7 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     pose_armature(arm, fit.rest_bone_matrices[i], fit.bone_matrices[i], parents)
     per_face = body_surface.face_parts(faces, template.vertex_parts)
     texture, bake = body_surface.bake_texture(maps, person_id, posed, faces, template.uv, template.face_uv,
-                                              per_face, size=texture_size)
+                                              per_face, size=texture_size, dressed=worn.dressed)
     report.texture = bake
     image = image_from_array(f"{label} texture", texture)
     base = materials.build_photo_material(f"{label} texture", image)

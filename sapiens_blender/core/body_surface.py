@@ -8,6 +8,8 @@ Everything here works on one person's posed body in the camera frame (OpenCV, me
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .maps import Maps, points_from_depth
@@ -22,16 +24,26 @@ FADE_FACING = 0.3  # cosine: photo texels seen more edge-on than this fade into 
 MEASURE_FACING = 0.35  # cosine: below it the offset to the observed surface is underestimated
 SKIN_FILL = np.array([196, 160, 140], np.uint8)  # neutral skin where nothing better is known
 MIN_SEEN_FOR_FILL = 0.1  # a part's hidden side takes its seen colour only if this much of it is seen
+MIN_LAYER_FOR_FILL = 0.05  # of a part's seen texels, dressed (or bare) ones to give it a fill of their own
 FILL_BLEND_RINGS = 2  # mesh rings over which one part's fill colour fades into the next's
+MAX_SLOPE = 0.5  # m/m: the clothing's thickness rises at most this steeply along the body
+MIN_HAIR_SEEN = 20  # seen hair vertices on the head before its hidden back counts as haired
 RASTER_CHUNK = 4_000_000  # candidate pixels per rasteriser pass (bounds memory)
 
 
 # --- mesh helpers ------------------------------------------------------------------------------
+def face_normals(vertices, faces) -> np.ndarray:
+    """Triangle normals [F,3], twice the area long (outward for counter-clockwise faces)."""
+    v = np.asarray(vertices, np.float64)
+    f = np.asarray(faces, np.int64)
+    return np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])
+
+
 def vertex_normals(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
     """Area-weighted unit vertex normals [V,3] (outward for counter-clockwise faces)."""
     v = np.asarray(vertices, np.float64)
     f = np.asarray(faces, np.int64)
-    face_n = np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])
+    face_n = face_normals(v, f)
     out = np.zeros_like(v)
     for k in range(3):
         for axis in range(3):
@@ -169,51 +181,120 @@ def observed_points(maps: Maps) -> np.ndarray | None:
     return points_from_depth(depth, maps.intrinsics).astype(np.float64)
 
 
-def clothing_thickness(maps: Maps, person_id: int, vertices, faces, vertex_parts,
-                       iterations: int = 200) -> tuple[np.ndarray, dict]:
-    """Per body vertex, how far (m, >= 0) the photo's clothing/hair lies outside the posed body.
+@dataclass
+class Dressing:
+    """What the photo says a posed body wears, per vertex."""
+    thickness: np.ndarray  # [V] m (>= 0): how far the clothing/hair lies outside the body
+    dressed: np.ndarray  # [V] 0..1: how surely clothing or hair covers the vertex
+    report: dict
+
+
+def dressing(maps: Maps, person_id: int, vertices, faces, vertex_parts, iterations: int = 200,
+             rest_vertices=None, head_part: int | None = None, hairline: float | None = None,
+             thickness: bool = True) -> Dressing:
+    """Where, and how thickly, the photo's clothing and hair cover a posed body.
 
     Seen vertices (``visible_vertices``) take the offset along their normal to the observed
     surface where the segmentation says clothing or hair, 0 where it says skin. Hidden vertices
     of the body parts the camera saw get two smooth continuations over the mesh graph: how
     likely they are dressed (seen dressed = 1, seen skin = 0) and how thick the seen clothing
     around them is; their thickness is the product, so the front's clothing wraps round the back
-    and stops where the seen skin starts. Parts the photo does not show stay bare.
-    Returns (thickness [V], report).
+    and stops where the seen skin starts. Parts the photo does not show stay bare. With the
+    rest-pose vertices and the head's part, hair seen on the head also covers the hidden back of
+    the head (``hair_cover``): the continuation alone left a bald back of the head between hair
+    seen at its sides and the seen face. The thickness rises no steeper than ``MAX_SLOPE``
+    (``limit_slope``). ``thickness=False`` skips the thickness (a bare body's texture needs only
+    ``dressed``).
     """
     v = np.asarray(vertices, np.float64)
     n_verts = len(v)
+    bare = Dressing(np.zeros(n_verts), np.zeros(n_verts), {"seen_vertices": 0, "dressed_vertices": 0})
     normals = vertex_normals(v, faces)
     points = observed_points(maps)
-    report = {"seen_vertices": 0, "dressed_vertices": 0}
     if points is None:
-        report["note"] = "no depth in the maps: the clothed layer needs depth, the body is left bare"
-        return np.zeros(n_verts), report
+        bare.report["note"] = "no depth in the maps: the clothed layer needs depth, the body is left bare"
+        return bare
     seen, pix = visible_vertices(v, faces, normals, maps.intrinsics, maps.width, maps.height)
     r, c = pix[:, 0], pix[:, 1]
     offset = np.einsum("ij,ij->i", points[r, c] - v, normals)
     same_person = np.asarray(maps.mask)[r, c] == person_id
     dressed_ids = [i for i, name in enumerate(maps.part_names) if name in DRESSED_CLASSES]
-    dressed = np.isin(np.asarray(maps.parts)[r, c], dressed_ids)
+    label = np.asarray(maps.parts)[r, c]
+    dressed = np.isin(label, dressed_ids)
     known = seen & same_person & np.isfinite(offset) & (offset < MAX_THICKNESS)
     thick = np.clip(np.nan_to_num(offset), 0.0, MAX_THICKNESS)
     view = -v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
     measured = np.einsum("ij,ij->i", normals, view) > MEASURE_FACING
     seen_dressed = known & dressed & measured
-    report.update(seen_vertices=int(known.sum()), dressed_vertices=int(seen_dressed.sum()))
+    bare.report.update(seen_vertices=int(known.sum()), dressed_vertices=int(seen_dressed.sum()))
     if not seen_dressed.any():
-        return np.zeros(n_verts), report
+        return bare
     parts = np.asarray(vertex_parts, np.int64)
     unseen_part = ~np.isin(parts, np.unique(parts[known]))
     edges = mesh_edges(faces)
-    # Probability of being dressed: seen vertices and unseen parts are fixed, the rest diffuse.
-    is_dressed = diffuse(np.where(known & dressed, 1.0, 0.0), known | unseen_part, edges, iterations)
-    # Thickness of the nearby clothing: only the seen dressed vertices are anchors.
-    thickness = diffuse(np.where(seen_dressed, thick, 0.0), seen_dressed, edges, iterations)
+    # Probability of being dressed: seen vertices, unseen parts and hair-covered hidden head
+    # vertices are fixed, the rest diffuse.
+    hair = (label == list(maps.part_names).index("Hair")) if "Hair" in maps.part_names else np.zeros(n_verts, bool)
+    covered = np.zeros(n_verts, bool)
+    if rest_vertices is not None and head_part is not None:
+        covered = hair_cover(rest_vertices, parts == head_part, known & hair, hairline) & ~known
+    fixed = known | unseen_part | covered
+    is_dressed = diffuse(np.where((known & dressed) | covered, 1.0, 0.0), fixed, edges, iterations)
     # Sharpen the probability: the hidden side is dressed or not, with a short smooth seam.
     x = np.clip((is_dressed - 0.3) / 0.4, 0.0, 1.0)
-    out = np.where(seen_dressed, thick, x * x * (3.0 - 2.0 * x) * thickness)
-    return np.clip(out, 0.0, MAX_THICKNESS), report
+    share = x * x * (3.0 - 2.0 * x)
+    if not thickness:
+        return Dressing(bare.thickness, share, bare.report)
+    # Thickness of the nearby clothing: only the seen dressed vertices are anchors.
+    around = diffuse(np.where(seen_dressed, thick, 0.0), seen_dressed, edges, iterations)
+    out = np.clip(np.where(seen_dressed, thick, share * around), 0.0, MAX_THICKNESS)
+    return Dressing(limit_slope(out, v, edges), share, bare.report)
+
+
+def limit_slope(thickness: np.ndarray, vertices, edges: np.ndarray, slope: float | None = None) -> np.ndarray:
+    """The thickness lowered where it rises faster than ``slope`` (m per m along the mesh) above a
+    neighbour's: laid on along the normals, a steeper rise folds the layer through itself (a
+    puff of hair measured 4 cm thick beside a bare cheek became a crumpled flap). Only lowers,
+    so the layer stays outside the body."""
+    t = np.asarray(thickness, np.float64).copy()
+    v = np.asarray(vertices, np.float64)
+    reach = (MAX_SLOPE if slope is None else slope) * np.linalg.norm(v[edges[:, 0]] - v[edges[:, 1]], axis=1)
+    for _ in range(len(t)):  # converges in about max thickness / (slope x edge length) passes
+        capped = t.copy()
+        np.minimum.at(capped, edges[:, 0], t[edges[:, 1]] + reach)
+        np.minimum.at(capped, edges[:, 1], t[edges[:, 0]] + reach)
+        if np.array_equal(capped, t):
+            break
+        t = capped
+    return t
+
+
+def head_landmarks(template, fit, index: int) -> dict:
+    """``dressing``'s head landmarks from a body template and fit (``core.body``): the head's part
+    and the eyes' rest height (the hidden back of a haired head is hair down to there)."""
+    out = {}
+    if "Face_Neck" in template.part_names:
+        out["head_part"] = template.part_names.index("Face_Neck")
+    eyes = [template.bone_names.index(n) for n in ("eye.L", "eye.R") if n in template.bone_names]
+    if eyes:
+        out["hairline"] = float(np.mean(np.asarray(fit.rest_bone_matrices[index])[eyes, 2, 3]))
+    return out
+
+
+def hair_cover(rest_vertices, head: np.ndarray, seen_hair: np.ndarray, hairline: float | None = None) -> np.ndarray:
+    """[V] bool: where the hair a photo shows on the head goes on out of sight: the back half of
+    the head, down to the lowest hair seen on it or to ``hairline`` (a rest-pose height), whichever
+    is lower (a photo from the front shows the hair on top; it goes on down the back). Rest pose:
+    anny's frame, +z up, the face towards -y. Nothing unless enough hair is seen (a few pixels
+    may be mislabelled)."""
+    rest = np.asarray(rest_vertices, np.float64)
+    if (seen_hair & head).sum() < MIN_HAIR_SEEN or not head.any():
+        return np.zeros(len(rest), bool)
+    level = np.percentile(rest[seen_hair & head, 2], 10.0)
+    if hairline is not None:
+        level = min(level, hairline)
+    middle = 0.5 * (rest[head, 1].min() + rest[head, 1].max())
+    return head & (rest[:, 2] >= level) & (rest[:, 1] >= middle)
 
 
 def diffuse(values: np.ndarray, fixed: np.ndarray, edges: np.ndarray, iterations: int) -> np.ndarray:
@@ -265,14 +346,17 @@ def blended_fill(face_fill: np.ndarray, faces: np.ndarray, n_verts: int, rings: 
 
 
 def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_parts=None,
-                 size: int = 1024, pad: int = 4) -> tuple[np.ndarray, dict]:
+                 size: int = 1024, pad: int = 4, dressed=None) -> tuple[np.ndarray, dict]:
     """The photo projected onto what the camera sees of the posed body, baked into its UV layout.
 
     Returns (RGB uint8 [size,size,3], row 0 = top = v 1; report). Texels the camera does not see
     take the median seen colour of the same body part (``face_parts``), else a neutral skin
     colour, faded into the next part's at part borders (``blended_fill``); texels it sees nearly
     edge-on fade from the photo into that fill (``FADE_FACING``); ``pad`` texels of padding
-    round every UV island keep seams clean under filtering.
+    round every UV island keep seams clean under filtering. With ``dressed`` ([V] 0..1,
+    ``Dressing.dressed``) a part has two fills, what the photo shows of it dressed (clothing,
+    hair) and bare, mixed per vertex by it: the hidden back of a haired head takes the hair's
+    colour, not the median of face and hair (skin).
     """
     v = np.asarray(vertices, np.float64)
     f = np.asarray(faces, np.int64)
@@ -301,14 +385,25 @@ def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_
     # Fill first (part median, else skin), then the seen texels on top.
     parts = np.zeros(len(f), np.int64) if face_parts is None else np.asarray(face_parts, np.int64)
     colours = image[pr[seen], pc[seen]]
-    face_fill = np.tile(SKIN_FILL.astype(np.float64), (len(f), 1))
+    dressed_ids = [i for i, name in enumerate(maps.part_names) if name in DRESSED_CLASSES]
+    worn = np.isin(np.asarray(maps.parts)[pr[seen], pc[seen]], dressed_ids)
+    bare_fill = np.tile(SKIN_FILL.astype(np.float64), (len(f), 1))
+    worn_fill = bare_fill.copy()
     seen_parts = parts[face[seen]]
     texel_parts = parts[face]
-    for part in np.unique(seen_parts):  # one median per part (a few dozen parts)
+    for part in np.unique(seen_parts):  # medians per part (a few dozen parts)
         of_part = seen_parts == part
-        if of_part.sum() >= MIN_SEEN_FOR_FILL * (texel_parts == part).sum():  # a glimpse at the frame's edge is no sample
-            face_fill[parts == part] = np.median(colours[of_part], axis=0)
-    corner_fill = blended_fill(face_fill, f, len(v))[f[face]]  # [texels,3,3]
+        if of_part.sum() < MIN_SEEN_FOR_FILL * (texel_parts == part).sum():  # a glimpse at the frame's edge is no sample
+            continue
+        everything = np.median(colours[of_part], axis=0)
+        for fill, layer in ((bare_fill, of_part & ~worn), (worn_fill, of_part & worn)):
+            sampled = dressed is not None and layer.sum() >= MIN_LAYER_FOR_FILL * of_part.sum()
+            fill[parts == part] = np.median(colours[layer], axis=0) if sampled else everything
+    vertex_fill = blended_fill(bare_fill, f, len(v))
+    if dressed is not None:
+        share = np.asarray(dressed, np.float64)[:, None]
+        vertex_fill = share * blended_fill(worn_fill, f, len(v)) + (1.0 - share) * vertex_fill
+    corner_fill = vertex_fill[f[face]]  # [texels,3,3]
     fill = np.einsum("nk,nkc->nc", bary, corner_fill)
     texture[rows, cols] = np.rint(fill).clip(0, 255).astype(np.uint8)
     # Seen nearly edge-on, a photo pixel is smeared over much of the surface (and mixes in what

@@ -32,10 +32,23 @@ SPECS = {
     "rest": [("rest", "average", 0.0, (0.0, 0.0, 3.2))],
     "two": [("bent", "average", 10.0, (-0.45, 0.0, 3.4)), ("rest", "heavy", -15.0, (0.55, 0.05, 4.2))],
     "dressed": [("bent", "average", 0.0, (0.0, 0.0, 3.2))],
+    "haired": [("rest", "average", 0.0, (0.0, 0.62, 1.5))],  # a head-and-shoulders view
 }
 DRESS = 0.025  # m: the dressed scene's clothing thickness over the torso and upper legs
 DRESSED_PARTS = {"Torso": "Upper_Clothing", "Left_Upper_Leg": "Lower_Clothing",
                  "Right_Upper_Leg": "Lower_Clothing"}
+FOCAL = {"haired": 600.0}  # px: the head and shoulders fill the frame (else the whole body is framed)
+HAIR = 0.015  # m: the haired scene's hair thickness over the crown and the back of the head
+HAIR_COLOUR, SKIN_COLOUR = (90, 60, 30), (200, 170, 150)
+
+
+def hair_region(template: BodyTemplate, rest: np.ndarray) -> np.ndarray:
+    """[V] bool: the haired scene's hair, on anny's rest pose (+z up, the face towards -y): the
+    crown above the forehead, and the back half of the head down to the ears' top."""
+    head = template.vertex_parts == template.part_names.index("Face_Neck")
+    top = rest[head, 2].max()
+    middle = 0.5 * (rest[head, 1].min() + rest[head, 1].max())
+    return head & ((rest[:, 2] >= top - 0.05) | ((rest[:, 2] >= top - 0.12) & (rest[:, 1] >= middle)))
 
 
 @dataclass
@@ -105,15 +118,19 @@ def _render(template: BodyTemplate, fit: BodyFit, name: str, size) -> Maps:
             verts = verts + DRESS * dressed_v[:, None] * vertex_normals(verts, faces)
             for part, cloth in DRESSED_PARTS.items():
                 cls[cls == names.index(part)] = PART_NAMES_SAPIENS2.index(cloth)
+        if name == "haired":  # hair: the crown and the back of the head pushed out, labelled Hair
+            hair_v = hair_region(template, fit.rest_vertices[i].astype(np.float64))
+            verts = verts + HAIR * hair_v[:, None] * vertex_normals(verts, faces)
+            cls[hair_v[faces].all(axis=1)] = PART_NAMES_SAPIENS2.index("Hair")
         joints = {n: fit.joints[i, j].astype(np.float64) for j, n in enumerate(template.joint_names)
                   if not n.endswith(("joint", "2", "3", "4"))}
         joints["neck"] = 0.5 * (joints["left_shoulder"] + joints["right_shoulder"])
         bodies.append(scenes.Body(verts, faces, cls, joints, 1.7))
-    scene = scenes.render(bodies, size)
+    scene = scenes.render(bodies, size, focal=FOCAL.get(name))
     maps = scene.maps
-    if name == "dressed":  # a photo with colours per class, shaded: what the texture bake carries over
-        colours = {"Upper_Clothing": (70, 100, 170), "Lower_Clothing": (55, 55, 70)}
-        base = np.tile(np.array([200, 170, 150], np.float64), maps.parts.shape + (1,))
+    if name in ("dressed", "haired"):  # a photo with colours per class, shaded: what the texture bake carries over
+        colours = {"Upper_Clothing": (70, 100, 170), "Lower_Clothing": (55, 55, 70), "Hair": HAIR_COLOUR}
+        base = np.tile(np.array(SKIN_COLOUR, np.float64), maps.parts.shape + (1,))
         for cls, colour in colours.items():
             base[maps.parts == PART_NAMES_SAPIENS2.index(cls)] = colour
         shade = np.clip(np.nan_to_num(maps.normal[..., 2] * -1.0, nan=1.0), 0.3, 1.0)[..., None]
