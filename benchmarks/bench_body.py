@@ -27,7 +27,7 @@ import bpy  # noqa: E402
 
 import body_scenes  # noqa: E402
 from sapiens_blender.blender import body  # noqa: E402
-from sapiens_blender.core import body_surface  # noqa: E402
+from sapiens_blender.core import body_dressing, body_surface  # noqa: E402
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:
@@ -58,8 +58,8 @@ def main() -> int:
     bpy.ops.wm.read_factory_settings(use_empty=True)
     coll = bpy.context.scene.collection
     rows = []
-    landmarks = body_surface.head_landmarks(t, f, 0)
-    s, worn = timed(lambda: body_surface.dressing(maps, 1, posed, t.faces, t.vertex_parts, rest_vertices=rest,
+    landmarks = body_dressing.head_landmarks(t, f, 0)
+    s, worn = timed(lambda: body_dressing.dressing(maps, 1, posed, t.faces, t.vertex_parts, rest_vertices=rest,
                                                   **landmarks), args.repeats)
     rows.append(("clothing thickness (numpy)", s))
     per_face = body_surface.face_parts(t.faces, t.vertex_parts)  # the build's fills, one per part

@@ -175,10 +175,10 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     """(mesh object, armature object, BodyReport, the images it made) for one fitted person.
 
     ``mode`` 'minimal': the fitted body; 'clothed': plus the photo's clothing/hair thickness
-    (``core.body_surface.dressing``) laid on at the bind pose, so it follows the rig. In both, the
+    (``core.body_dressing.dressing``) laid on at the bind pose, so it follows the rig. In both, the
     texture's hidden side takes the clothing's colour where the dressing covers the body.
     """
-    from ..core import body_surface
+    from ..core import body_dressing, body_surface
     from ..core.build_report import BodyReport, fit_warnings
     from ..core.body_rig import retarget_rig
     from . import materials
@@ -192,14 +192,14 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     posed = fit.vertices[i].astype(np.float64)
     report = BodyReport(mode=mode, vertices=len(rest), faces=len(faces), fit=fit.report(person_id))
     report.warnings += fit_warnings(report.fit)
-    worn = body_surface.dressing(maps, person_id, posed, faces, template.vertex_parts, rest_vertices=rest,
-                                 thickness=mode == "clothed", **body_surface.head_landmarks(template, fit, i))
+    worn = body_dressing.dressing(maps, person_id, posed, faces, template.vertex_parts, rest_vertices=rest,
+                                 thickness=mode == "clothed", **body_dressing.head_landmarks(template, fit, i))
     if mode == "clothed":
         report.clothing = dict(worn.report, max_thickness_m=round(float(worn.thickness.max()), 4))
         if worn.report.get("note"):
             report.warnings.append(worn.report["note"])
-        rest = body_surface.dress(rest, faces, worn.thickness)
-        posed = body_surface.dress(posed, faces, worn.thickness)
+        rest = body_dressing.dress(rest, faces, worn.thickness)
+        posed = body_dressing.dress(posed, faces, worn.thickness)
     names, parents = retarget_rig(template.bone_names, template.bone_parents, rig_names)
     obj = build_body_mesh(rest, faces, template.uv, template.face_uv, label, collection)
     obj[BODY_MODE] = mode

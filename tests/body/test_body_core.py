@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from sapiens_blender.core import body as core_body
+from sapiens_blender.core import body_dressing as dr
 from sapiens_blender.core import body_surface as bs
 from sapiens_blender.core.body import BodyError, BodyFit, BodyTemplate
 from sapiens_blender.core.body_rig import RIG_NAMES, rename_table, retarget_rig
@@ -161,7 +162,7 @@ def test_clothed_layer_is_thicker_where_clothing_is_labelled_and_never_inside(bo
     scene = body_scene("dressed")
     t, f = scene.template, scene.fit
     posed = f.vertices[0].astype(np.float64)
-    worn = bs.dressing(scene.maps, 1, posed, t.faces, t.vertex_parts)
+    worn = dr.dressing(scene.maps, 1, posed, t.faces, t.vertex_parts)
     thickness, report = worn.thickness, worn.report
     names, parts = t.part_names, t.vertex_parts
     facing = np.einsum("ij,ij->i", bs.vertex_normals(posed, t.faces), -posed / np.linalg.norm(posed, axis=1)[:, None])
@@ -174,11 +175,11 @@ def test_clothed_layer_is_thicker_where_clothing_is_labelled_and_never_inside(bo
     assert thickness.min() >= 0 and report["dressed_vertices"] > 100
     # A bare body gets (almost) nothing.
     bare = body_scene("standing")
-    bare_thickness = bs.dressing(bare.maps, 1, bare.fit.vertices[0], t.faces, t.vertex_parts).thickness
+    bare_thickness = dr.dressing(bare.maps, 1, bare.fit.vertices[0], t.faces, t.vertex_parts).thickness
     assert bare_thickness.max() == 0.0
     # Never inside: the dressed rest body's vertices lie outside (or on) the bare rest body.
     rest = f.rest_vertices[0].astype(np.float64)
-    dressed = bs.dress(rest, t.faces, thickness)
+    dressed = dr.dress(rest, t.faces, thickness)
     moved = np.flatnonzero(thickness > 5e-4)
     signed = trimesh.proximity.signed_distance(trimesh.Trimesh(rest, t.faces, process=False), dressed[moved])
     assert signed.max() < 1e-4, f"{int((signed >= 1e-4).sum())} clothed vertices inside the body"
@@ -197,14 +198,14 @@ def test_hair_seen_on_the_head_covers_its_hidden_back_in_shape_and_colour(body_s
     scene = body_scene("haired")
     t, f, maps = scene.template, scene.fit, scene.maps
     posed, rest = f.vertices[0].astype(np.float64), f.rest_vertices[0].astype(np.float64)
-    landmarks = bs.head_landmarks(t, f, 0)
+    landmarks = dr.head_landmarks(t, f, 0)
     hair = hair_region(t, rest)
     facing = _facing_camera(posed, t.faces)
     hidden_hair = hair & (facing < -0.2)
     face = (t.vertex_parts == landmarks["head_part"]) & ~hair & (facing > 0.5)
     assert hidden_hair.sum() > 100 and face.sum() > 100
-    worn = bs.dressing(maps, 1, posed, t.faces, t.vertex_parts, rest_vertices=rest, **landmarks)
-    alone = bs.dressing(maps, 1, posed, t.faces, t.vertex_parts, rest_vertices=rest)  # no head landmarks
+    worn = dr.dressing(maps, 1, posed, t.faces, t.vertex_parts, rest_vertices=rest, **landmarks)
+    alone = dr.dressing(maps, 1, posed, t.faces, t.vertex_parts, rest_vertices=rest)  # no head landmarks
     assert np.median(worn.dressed[hidden_hair]) > 0.9 and np.median(alone.dressed[hidden_hair]) < 0.5
     assert 0.4 * HAIR < np.median(worn.thickness[hidden_hair]) < 1.3 * HAIR, np.median(worn.thickness[hidden_hair])
     assert np.median(worn.thickness[face]) < 1e-3 and worn.dressed[face].max() < 0.5  # the face stays bare
@@ -231,28 +232,28 @@ def test_clothing_rises_no_steeper_than_the_slope_limit(body_scene):
     rest = f.rest_vertices[0].astype(np.float64)
     faces = t.faces.astype(np.int64)
     edges = bs.mesh_edges(faces)
-    landmarks = bs.head_landmarks(t, f, 0)
+    landmarks = dr.head_landmarks(t, f, 0)
     head = t.vertex_parts == landmarks["head_part"]
     ear = np.array([rest[head, 0].max(), 0.5 * (rest[head, 1].min() + rest[head, 1].max()), landmarks["hairline"]])
     puff = np.where(head & (np.linalg.norm(rest - ear, axis=1) < 0.03), 0.04, 0.0)
 
     def turned(thickness):
-        layer = bs.dress(rest, faces, thickness)
+        layer = dr.dress(rest, faces, thickness)
         return int((np.einsum("ij,ij->i", bs.face_normals(layer, faces), bs.face_normals(rest, faces)) < 0).sum())
 
-    limited = bs.limit_slope(puff, rest, edges)
+    limited = dr.limit_slope(puff, rest, edges)
     assert turned(puff) > 100 and turned(limited) == 0, (turned(puff), turned(limited))
     # Only lowered, and no more than needed: a lowered vertex rises exactly the limit above a neighbour.
-    reach = bs.MAX_SLOPE * np.linalg.norm(rest[edges[:, 0]] - rest[edges[:, 1]], axis=1)
+    reach = dr.MAX_SLOPE * np.linalg.norm(rest[edges[:, 0]] - rest[edges[:, 1]], axis=1)
     tight = np.zeros(len(rest), bool)
     for a, b in ((0, 1), (1, 0)):
         tight[edges[np.abs(limited[edges[:, a]] - limited[edges[:, b]] - reach) < 1e-9, a]] = True
     lowered = limited < puff - 1e-12
     assert (limited <= puff).all() and lowered.any() and tight[lowered].all() and limited.max() > 0.01
     dressed = body_scene("dressed")
-    thickness = bs.dressing(dressed.maps, 1, dressed.fit.vertices[0], faces, t.vertex_parts).thickness
+    thickness = dr.dressing(dressed.maps, 1, dressed.fit.vertices[0], faces, t.vertex_parts).thickness
     length = np.linalg.norm(dressed.fit.vertices[0][edges[:, 0]] - dressed.fit.vertices[0][edges[:, 1]], axis=1)
-    assert (np.abs(thickness[edges[:, 0]] - thickness[edges[:, 1]]) <= bs.MAX_SLOPE * length + 1e-9).all()
+    assert (np.abs(thickness[edges[:, 0]] - thickness[edges[:, 1]]) <= dr.MAX_SLOPE * length + 1e-9).all()
 
 
 def test_texture_takes_the_photo_where_seen_and_a_fill_elsewhere(body_scene):
