@@ -198,8 +198,8 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
         report.clothing = dict(worn.report, max_thickness_m=round(float(worn.thickness.max()), 4))
         if worn.report.get("note"):
             report.warnings.append(worn.report["note"])
-        rest = body_dressing.dress(rest, faces, worn.thickness)
-        posed = body_dressing.dress(posed, faces, worn.thickness)
+        rest = body_dressing.dress(rest, faces, worn.thickness, worn.over)
+        posed = body_dressing.dress(posed, faces, worn.thickness, worn.over)
     names, parents = retarget_rig(template.bone_names, template.bone_parents, rig_names)
     obj = build_body_mesh(rest, faces, template.uv, template.face_uv, label, collection)
     obj[BODY_MODE] = mode

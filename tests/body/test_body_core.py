@@ -256,6 +256,35 @@ def test_clothing_rises_no_steeper_than_the_slope_limit(body_scene):
     assert (np.abs(thickness[edges[:, 0]] - thickness[edges[:, 1]]) <= dr.MAX_SLOPE * length + 1e-9).all()
 
 
+def test_hair_lies_over_the_ears_instead_of_following_their_folds(body_scene):
+    """2 cm of hair over the back of the head, ears included: laid on along the normals the layer keeps (and
+    sharpens) the ear's folds, rougher than the bare ear; laid over the relaxed head
+    (``Dressing.over``) it is smoother than the ear, and still outside the body."""
+    import trimesh
+
+    scene = body_scene("haired")
+    t, f = scene.template, scene.fit
+    rest = f.rest_vertices[0].astype(np.float64)
+    faces = t.faces.astype(np.int64)
+    edges = bs.mesh_edges(faces)
+    landmarks = dr.head_landmarks(t, f, 0)
+    head = t.vertex_parts == landmarks["head_part"]
+    ear = head & (np.abs(rest[:, 0]) > rest[head, 0].max() - 0.025) & (np.abs(rest[:, 2] - landmarks["hairline"]) < 0.04)
+    assert ear.sum() > 300
+    behind_face = rest[:, 1] >= 0.5 * (rest[head, 1].min() + rest[head, 1].max()) - 0.03  # the ears, not the nose
+    covered = head & behind_face & (rest[:, 2] >= landmarks["hairline"] - 0.04)
+    hair = dr.limit_slope(np.where(covered, 0.02, 0.0), rest, edges)
+
+    def roughness(points):  # mean distance of the ear's vertices from their neighbours' mean
+        return float(np.linalg.norm(points - dr.relax(points, edges, 1), axis=1)[ear].mean())
+
+    along, over = dr.dress(rest, faces, hair), dr.dress(rest, faces, hair, head)
+    assert roughness(along) > roughness(rest) > 1.2 * roughness(over), (roughness(along), roughness(rest), roughness(over))
+    moved = hair > 5e-4
+    signed = trimesh.proximity.signed_distance(trimesh.Trimesh(rest, faces, process=False), over[moved])
+    assert (signed > 1e-3).sum() < 0.01 * moved.sum(), "over the ears, not inside the head"
+
+
 def test_texture_takes_the_photo_where_seen_and_a_fill_elsewhere(body_scene):
     scene = body_scene("standing")
     t, f, maps = scene.template, scene.fit, scene.maps
