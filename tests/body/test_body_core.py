@@ -223,17 +223,20 @@ def test_hair_seen_on_the_head_covers_its_hidden_back_in_shape_and_colour(body_s
     assert np.abs(back_colour(None) - photo_hair).max() > 40  # without the dressing: the skin-ish mix
 
 
+def _haired_head(body_scene):
+    """The haired scene's rest body: (vertices, faces, edges, head landmarks, head [V] bool)."""
+    t, f = body_scene("haired").template, body_scene("haired").fit
+    faces = t.faces.astype(np.int64)
+    landmarks = dr.head_landmarks(t, f, 0)
+    return (f.rest_vertices[0].astype(np.float64), faces, bs.mesh_edges(faces), landmarks,
+            t.vertex_parts == landmarks["head_part"])
+
+
 def test_clothing_rises_no_steeper_than_the_slope_limit(body_scene):
     """A 4 cm puff of hair measured beside a bare cheek, laid on along the normals, folds the
     layer through itself (the demo's crumpled flaps at the ears); limited to MAX_SLOPE it does
     not. The dressing keeps to the limit on every edge."""
-    scene = body_scene("haired")
-    t, f = scene.template, scene.fit
-    rest = f.rest_vertices[0].astype(np.float64)
-    faces = t.faces.astype(np.int64)
-    edges = bs.mesh_edges(faces)
-    landmarks = dr.head_landmarks(t, f, 0)
-    head = t.vertex_parts == landmarks["head_part"]
+    rest, faces, edges, landmarks, head = _haired_head(body_scene)
     ear = np.array([rest[head, 0].max(), 0.5 * (rest[head, 1].min() + rest[head, 1].max()), landmarks["hairline"]])
     puff = np.where(head & (np.linalg.norm(rest - ear, axis=1) < 0.03), 0.04, 0.0)
 
@@ -251,7 +254,7 @@ def test_clothing_rises_no_steeper_than_the_slope_limit(body_scene):
     lowered = limited < puff - 1e-12
     assert (limited <= puff).all() and lowered.any() and tight[lowered].all() and limited.max() > 0.01
     dressed = body_scene("dressed")
-    thickness = dr.dressing(dressed.maps, 1, dressed.fit.vertices[0], faces, t.vertex_parts).thickness
+    thickness = dr.dressing(dressed.maps, 1, dressed.fit.vertices[0], faces, dressed.template.vertex_parts).thickness
     length = np.linalg.norm(dressed.fit.vertices[0][edges[:, 0]] - dressed.fit.vertices[0][edges[:, 1]], axis=1)
     assert (np.abs(thickness[edges[:, 0]] - thickness[edges[:, 1]]) <= dr.MAX_SLOPE * length + 1e-9).all()
 
@@ -262,13 +265,7 @@ def test_hair_lies_over_the_ears_instead_of_following_their_folds(body_scene):
     (``Dressing.over``) it is smoother than the ear, and still outside the body."""
     import trimesh
 
-    scene = body_scene("haired")
-    t, f = scene.template, scene.fit
-    rest = f.rest_vertices[0].astype(np.float64)
-    faces = t.faces.astype(np.int64)
-    edges = bs.mesh_edges(faces)
-    landmarks = dr.head_landmarks(t, f, 0)
-    head = t.vertex_parts == landmarks["head_part"]
+    rest, faces, edges, landmarks, head = _haired_head(body_scene)
     ear = head & (np.abs(rest[:, 0]) > rest[head, 0].max() - 0.025) & (np.abs(rest[:, 2] - landmarks["hairline"]) < 0.04)
     assert ear.sum() > 300
     behind_face = rest[:, 1] >= 0.5 * (rest[head, 1].min() + rest[head, 1].max()) - 0.03  # the ears, not the nose
