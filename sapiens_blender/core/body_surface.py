@@ -165,15 +165,15 @@ def face_parts(faces: np.ndarray, vertex_parts: np.ndarray) -> np.ndarray:
 
 
 def blended_fill(face_fill: np.ndarray, faces: np.ndarray, n_verts: int, rings: int = FILL_BLEND_RINGS) -> np.ndarray:
-    """Per vertex [V,3], the fill colours of its faces averaged, then blended ``rings`` times
-    with its neighbours': read at a texel through its face's corners, a part's fill fades into
-    the next part's over a few centimetres instead of stepping along the triangles' edges (a
-    saw-tooth hem where a shirt's fill meets the skin's). Inside a part, away from its border,
-    the colour stays the part's own."""
+    """Per vertex [V,C], the fill colours of its faces ([F,C]: one or more RGB fills side by side)
+    averaged, then blended ``rings`` times with its neighbours': read at a texel through its
+    face's corners, a part's fill fades into the next part's over a few centimetres instead of
+    stepping along the triangles' edges (a saw-tooth hem where a shirt's fill meets the skin's).
+    Inside a part, away from its border, the colour stays the part's own."""
     f = np.asarray(faces, np.int64)
     count = np.bincount(f.ravel(), minlength=n_verts).astype(np.float64)
     per_vertex = np.stack([np.bincount(f.ravel(), np.repeat(face_fill[:, c], 3), minlength=n_verts)
-                           for c in range(3)], 1) / np.maximum(count, 1.0)[:, None]
+                           for c in range(face_fill.shape[1])], 1) / np.maximum(count, 1.0)[:, None]
     edges = mesh_edges(f)
     degree = np.bincount(edges.ravel(), minlength=n_verts).astype(np.float64)
     for _ in range(rings):
@@ -235,10 +235,12 @@ def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_
         for fill, layer in ((bare_fill, of_part & ~worn), (worn_fill, of_part & worn)):
             sampled = dressed is not None and layer.sum() >= MIN_LAYER_FOR_FILL * of_part.sum()
             fill[parts == part] = np.median(colours[layer], axis=0) if sampled else everything
-    vertex_fill = blended_fill(bare_fill, f, len(v))
-    if dressed is not None:
+    if dressed is None:
+        vertex_fill = blended_fill(bare_fill, f, len(v))
+    else:  # both fills blended in one pass over the edges, then mixed by the dressing
+        both = blended_fill(np.concatenate([bare_fill, worn_fill], 1), f, len(v))
         share = np.asarray(dressed, np.float64)[:, None]
-        vertex_fill = share * blended_fill(worn_fill, f, len(v)) + (1.0 - share) * vertex_fill
+        vertex_fill = share * both[:, 3:] + (1.0 - share) * both[:, :3]
     corner_fill = vertex_fill[f[face]]  # [texels,3,3]
     fill = np.einsum("nk,nkc->nc", bary, corner_fill)
     texture[rows, cols] = np.rint(fill).clip(0, 255).astype(np.uint8)

@@ -225,7 +225,8 @@ def test_hair_seen_on_the_head_covers_its_hidden_back_in_shape_and_colour(body_s
 
 def _haired_head(body_scene):
     """The haired scene's rest body: (vertices, faces, edges, head landmarks, head [V] bool)."""
-    t, f = body_scene("haired").template, body_scene("haired").fit
+    scene = body_scene("haired")
+    t, f = scene.template, scene.fit
     faces = t.faces.astype(np.int64)
     landmarks = dr.head_landmarks(t, f, 0)
     return (f.rest_vertices[0].astype(np.float64), faces, bs.mesh_edges(faces), landmarks,
