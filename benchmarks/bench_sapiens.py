@@ -14,13 +14,22 @@ Modes, each timed on the same decoded photo through the real pipeline (sapiens_p
 - stream: what a GPU needs to be fed: ``--stream`` photos analysed ``--stream-batch`` at a time
   (one forward per task for the batch), the next batch's JPEGs decoded on a worker thread while
   the current one runs, host-to-device copies from pinned memory, the backbone optionally
-  ``torch.compile``d (``--compile reduce-overhead`` = CUDA graphs); images/s over the stream.
+  ``torch.compile``d (``--compile reduce-overhead`` = CUDA graphs; a failing compile falls back to
+  eager and says so); images/s over the stream. ``--stream-overlap 1,2,3`` times it with 1, 2, 3
+  batches in flight (each in its own thread and CUDA stream: the host post-processing of one
+  batch beside the device forward of the next; on a GPU the pose flip test shares the crops'
+  forward, so batch 16 = 8 people x 2 keeps one backbone shape). Whole batches only.
 Per-stage seconds (decode, preprocess, forward per task, postprocess; means), images/s and the
 ratio (medians of wall and CPU time per image; modes interleaved image by image so that other
 load on the machine hits them alike). On CUDA it also prints the backbone TFLOP/s end to end and
 its fraction of the GPU's bf16 dense peak.
 
-GPU run (issue #11 item 8; 0.4B, then 1B, then one 1B task):
+GPU run (issue #36 item 1: benchmarks/gpu_sapiens_issue36.sh runs this and the clip benchmark):
+
+    python benchmarks/bench_sapiens.py --size 0.4b --modes baseline,ours,stream --images 3 \\
+        --stream 64 --stream-batch 16 --stream-overlap 1,2,3 --json-out OUT/sapiens_0.4b.json
+
+Earlier GPU run (issue #11 item 8; 0.4B, then 1B, then one 1B task):
 
     .venv/bin/python benchmarks/bench_sapiens.py --size 0.4b --modes baseline,ours,stream \\
         --stream 64 --stream-batch 16 --compile reduce-overhead --images 3
@@ -180,8 +189,14 @@ def _args(argv):
     ap.add_argument("--stream-batch", type=int, default=8, help="stream mode: photos per forward batch")
     ap.add_argument("--compile", default="none",
                     help="stream mode: torch.compile mode for the backbones (none, default, reduce-overhead = "
-                         "CUDA graphs, max-autotune)")
-    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+                         "CUDA graphs, max-autotune-no-cudagraphs, max-autotune); a compile that fails falls "
+                         "back to eager (the result's 'compile' says so)")
+    ap.add_argument("--stream-overlap", default="1",
+                    help="stream mode: comma list of batches in flight (1 = one after another; 2 = the host "
+                         "post-processing of batch N beside the device forward of batch N+1, each batch in "
+                         "its own thread and CUDA stream); every value is timed in the same run")
+    ap.add_argument("--json", "--json-out", dest="json", metavar="FILE",
+                    help="also write the results as JSON (and a JSON line per result on stdout, 'RESULT {...}')")
     ap.add_argument("--batch", type=int, default=1, help="N > 1: batched vs one-at-a-time throughput")
     args = ap.parse_args(argv)
     if args.tiny:
@@ -199,10 +214,15 @@ def _jpeg(image) -> bytes:
     return buf.getvalue()
 
 
-def stream(backend, photos: list[bytes], options, batch: int) -> tuple[float, int]:
+def stream(backend, photos: list[bytes], options, batch: int, overlap: int = 1) -> tuple[float, int]:
     """Analyse ``photos`` (JPEG bytes) in batches, the next batch decoded on a worker thread while
     the current one runs (host-to-device copies from pinned memory overlap too, resize_pad.py).
-    Returns (seconds, photos done)."""
+
+    ``overlap`` > 1: that many batches in flight, each in its own thread and (on CUDA) its own
+    CUDA stream, through the real pipeline (``run_pipeline``, as analyze_batch runs it, without
+    the backend's one-batch-at-a-time lock): the host post-processing of batch N (people, the
+    keypoints' last step, the copies back) runs while the device computes batch N+1, and a
+    device wait in one thread does not wait for the other's work. Returns (seconds, photos done)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from inference_server.processing.image_io import decode_image
@@ -211,16 +231,57 @@ def stream(backend, photos: list[bytes], options, batch: int) -> tuple[float, in
     decode = lambda chunk: [decode_image(b) for b in chunk]  # noqa: E731
     done = 0
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(1) as pool:
-        ahead = pool.submit(decode, chunks[0])
-        for k in range(len(chunks)):
-            images = ahead.result()
-            if k + 1 < len(chunks):
-                ahead = pool.submit(decode, chunks[k + 1])
-            out = backend.analyze_batch(images, [options] * len(images))
-            done += sum(isinstance(o, dict) for o in out)
+    if overlap <= 1:
+        with ThreadPoolExecutor(1) as pool:
+            ahead = pool.submit(decode, chunks[0])
+            for k in range(len(chunks)):
+                images = ahead.result()
+                if k + 1 < len(chunks):
+                    ahead = pool.submit(decode, chunks[k + 1])
+                out = backend.analyze_batch(images, [options] * len(images))
+                done += sum(isinstance(o, dict) for o in out)
+    else:
+        run = _overlapped_runner(backend, options)
+        with ThreadPoolExecutor(overlap, thread_name_prefix="bench-batch") as pool:
+            for out in pool.map(lambda chunk: run(decode(chunk)), chunks):
+                done += sum(isinstance(o, dict) for o in out)
     _synchronize()
     return time.perf_counter() - t0, done
+
+
+def _overlapped_runner(backend, options):
+    """run(images) -> maps dicts: one batch through the backend's pipeline in the calling thread,
+    on that thread's own CUDA stream (on CUDA), waiting for its own work only at the end."""
+    import threading
+
+    import torch
+
+    from inference_server.backends.sapiens_pipeline import StageTimes, run_pipeline
+
+    device = backend.placement.device
+    cuda = str(device).startswith("cuda")
+    local = threading.local()
+    backend.load()
+
+    def run(images):
+        times = StageTimes()
+        if not cuda:
+            out = run_pipeline(backend._runner, images, [options] * len(images), device=device, times=times,
+                               detector=backend.detector, no_detector_reason=backend.no_detector_reason,
+                               depth_available="depth" in backend.models)
+        else:
+            if getattr(local, "stream", None) is None:
+                local.stream = torch.cuda.Stream(device=device)
+            local.stream.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(local.stream):
+                out = run_pipeline(backend._runner, images, [options] * len(images), device=device, times=times,
+                                   detector=backend.detector, no_detector_reason=backend.no_detector_reason,
+                                   depth_available="depth" in backend.models)
+            local.stream.synchronize()
+        backend.last_times = times
+        return out
+
+    return run
 
 
 def _synchronize():
@@ -274,7 +335,9 @@ def main(argv=None) -> int:
         if placement.precision in ("bf16", "fp16"):
             fast = {k: devices.keep_heads_fp32(m) if k in FLOAT32_HEADS else m for k, m in fast.items()}
         if compile_mode != "none":
-            shared = torch.compile(next(iter(fast.values())).model, mode=compile_mode, dynamic=False)
+            from inference_server.backends.sapiens2 import _compiled
+
+            shared = _compiled(next(iter(fast.values())).model, compile_mode)  # eager if compiling fails
             for m in fast.values():
                 m.model = shared
         return fast
@@ -308,9 +371,12 @@ def main(argv=None) -> int:
         return batch_compare(backends["ours"], image, options, args, input_hw)
     mode_options = {n: (AnalyzeOptions(max_side=options.max_side, tasks=tasks, flip_test=False) if n == "noflip"
                         else options) for n in backends}
+    cuda = torch.cuda.is_available() and str(auto.device).startswith("cuda")
+    memory = {}
     for name, b in backends.items():  # warm-up: allocations, first-call costs
         print(f"warming up {name} ...", file=sys.stderr)
-        b.analyze(image, mode_options[name])
+        with _peak_memory(memory, name):
+            b.analyze(image, mode_options[name])
     totals = {name: {} for name in backends}
     clock = {name: ([], []) for name in backends}
     for i in range(args.images):  # interleaved: machine load affects every mode alike
@@ -324,50 +390,109 @@ def main(argv=None) -> int:
                 float(np.median(clock[n][1])), "images_per_s": 1.0 / float(np.median(clock[n][0])),
                 "stages": {k: v / args.images for k, v in totals[n].items()},
                 "placement": backends[n].placement.describe() + {"preview": " preview 0.5",
-                                                                 "noflip": " no flip test"}.get(n, "")}
+                                                                 "noflip": " no flip test"}.get(n, ""),
+                "batch": 1, "images": args.images, **memory.get(n, {})}
                for n in backends]
     if streaming is not None:
-        n = max(args.stream, args.stream_batch)
+        # whole batches only (static shapes for a compiled backbone: no recompile for a short last one)
+        n = -(-max(args.stream, args.stream_batch) // args.stream_batch) * args.stream_batch
         rng = np.random.default_rng(1)  # different photos: noise changes only the pixels
         photos = [_jpeg(np.clip(image.astype(np.int16) + rng.integers(-8, 9, image.shape), 0, 255).astype(np.uint8))
                   for _ in range(n)]
         print(f"warming up stream (batch {args.stream_batch}, compile {args.compile}) ...", file=sys.stderr)
-        stream(streaming, photos[:args.stream_batch], options, args.stream_batch)
-        seconds, done = stream(streaming, photos, options, args.stream_batch)
-        assert done == n, f"only {done} of {n} photos analysed"
-        results.append({"mode": "stream", "seconds_per_image": seconds / n, "cpu_seconds_per_image": float("nan"),
-                        "images_per_s": n / seconds, "stages": dict(streaming.last_times.seconds),
-                        "placement": f"{streaming.placement.describe()} batch {args.stream_batch}, "
-                                     f"decode overlapped, compile {args.compile}"})
+        t0 = time.perf_counter()
+        with _peak_memory(memory, "stream warm-up"):
+            stream(streaming, photos[:args.stream_batch], options, args.stream_batch)
+        compile_s = time.perf_counter() - t0
+        guard = next(iter(streaming.models.values())).model
+        compiled = args.compile if args.compile == "none" or not getattr(guard, "failed", None) else \
+            f"{args.compile} FAILED, eager ({guard.failed})"
+        for overlap in (int(v) for v in str(args.stream_overlap).split(",") if v.strip()):
+            label = "stream" if overlap <= 1 else f"stream x{overlap}"
+            if overlap > 1:  # the other threads' first calls (their CUDA streams; graphs per thread)
+                print(f"warming up {label} ...", file=sys.stderr)
+                stream(streaming, photos[:args.stream_batch * overlap], options, args.stream_batch, overlap)
+            print(f"timing {label}: {n} photos ...", file=sys.stderr)
+            with _peak_memory(memory, label):
+                seconds, done = stream(streaming, photos, options, args.stream_batch, overlap)
+            assert done == n, f"only {done} of {n} photos analysed"
+            results.append({"mode": label, "seconds_per_image": seconds / n, "cpu_seconds_per_image": None,
+                            "images_per_s": n / seconds, "stages": dict(streaming.last_times.seconds),
+                            "placement": f"{streaming.placement.describe()} batch {args.stream_batch}, "
+                                         f"decode overlapped, {overlap} batch(es) in flight, compile {compiled}",
+                            "batch": args.stream_batch, "in_flight": overlap, "images": n, "compile": compiled,
+                            "first_batch_s": compile_s, **memory.get(label, {})})
 
     base = next((r for r in results if r["mode"] == "baseline"), None)
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "cpu"
+    device = torch.cuda.get_device_name(0) if cuda else platform.processor() or "cpu"
     print(f"\nSapiens2 {args.size}, model input {input_hw[0]}x{input_hw[1]}, photo {photo_hw[0]}x{photo_hw[1]}, "
           f"tasks {','.join(tasks)}, {args.images} image(s)/mode, device: {device}, torch {torch.__version__}, "
           f"threads {torch.get_num_threads()}")
     stages = ["decode", "preprocess", "forward_seg", "forward_depth", "forward_normal", "forward_pose", "postprocess"]
-    print("| mode | placement | " + " | ".join(stages) + " | s/image | CPU s/image | images/s | vs baseline (wall / CPU) |")
-    print("|---" * (len(stages) + 6) + "|")
+    print("| mode | placement | " + " | ".join(stages) + " | s/image | CPU s/image | images/s | vs baseline (wall / CPU) "
+          "| peak GPU GiB |")
+    print("|---" * (len(stages) + 7) + "|")
+    flops = backbone_flops(args.size, input_hw) * len(tasks)  # the four tasks' backbones, no flip test
+    peak = next((v for k, v in BF16_PEAK_TFLOPS.items() if k in device), None) if cuda else None
     for r in results:
+        if base:
+            r["vs_baseline"] = base["seconds_per_image"] / r["seconds_per_image"]
+        cpu_s = r["cpu_seconds_per_image"]
         ratio = (f"{base['seconds_per_image'] / r['seconds_per_image']:.2f}x / "
-                 f"{base['cpu_seconds_per_image'] / r['cpu_seconds_per_image']:.2f}x") if base else "-"
+                 + (f"{base['cpu_seconds_per_image'] / cpu_s:.2f}x" if cpu_s else "-")) if base else "-"
         cells = " | ".join(f"{r['stages'].get(s, 0.0):.2f}" for s in stages)
+        gib = f"{r['peak_gpu_gib']:.1f}" if "peak_gpu_gib" in r else "-"
         print(f"| {r['mode']} | {r['placement']} | {cells} | {r['seconds_per_image']:.3f} | "
-              f"{r['cpu_seconds_per_image']:.2f} | {r['images_per_s']:.3f} | {ratio} |")
-    if torch.cuda.is_available():
-        flops = backbone_flops(args.size, input_hw) * len(tasks)
-        peak = next((v for k, v in BF16_PEAK_TFLOPS.items() if k in device), None)
+              + (f"{cpu_s:.2f}" if cpu_s else "-") + f" | {r['images_per_s']:.3f} | {ratio} | {gib} |")
+        # backbone FLOPs per image over the whole time per image (the honest end-to-end figure)
+        r["backbone_tflops"] = flops / r["seconds_per_image"] / 1e12
+        if peak:
+            r["fraction_of_bf16_peak"] = r["backbone_tflops"] / peak
+            r["bound_images_per_s"] = peak * 1e12 / flops
+    if cuda:
         for r in results:
-            # backbone FLOPs per image over the whole time per image (the honest end-to-end figure)
-            achieved = flops / r["seconds_per_image"] / 1e12
-            frac = f"{achieved / peak * 100:.0f}% of {peak:.0f}" if peak else "peak unknown"
-            print(f"{r['mode']}: {achieved:.0f} backbone TFLOP/s end to end ({frac} bf16 dense TFLOP/s)")
+            frac = f"{r['fraction_of_bf16_peak'] * 100:.0f}% of {peak:.0f}" if peak else "peak unknown"
+            print(f"{r['mode']}: {r['backbone_tflops']:.0f} backbone TFLOP/s end to end ({frac} bf16 dense TFLOP/s"
+                  + (f"; bound {r['bound_images_per_s']:.0f} images/s" if peak else "") + ")")
     else:
         print("No CUDA GPU here: GPU numbers were not measured.")
+    meta = {"bench": "sapiens", "size": args.size, "input": list(input_hw), "photo": list(photo_hw),
+            "device": device, "torch": torch.__version__, "tasks": list(tasks),
+            "backbone_gflop_per_image": flops / 1e9}
+    for r in results:
+        print("RESULT " + json.dumps({**meta, **r}, default=float))
     if args.json:
-        Path(args.json).write_text(json.dumps({"size": args.size, "input": input_hw, "device": device,
-                                               "tasks": tasks, "results": results}, indent=2))
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({**meta, "results": results}, indent=2, default=float))
     return 0
+
+
+class _peak_memory:
+    """``with _peak_memory(into, name)``: the CUDA memory of a block (into[name]: peak allocated
+    GiB, everything resident included, and the GiB allocated beyond what was before). Nothing
+    without CUDA."""
+
+    def __init__(self, into: dict, name: str):
+        self.into, self.name = into, name
+
+    def __enter__(self):
+        import torch
+
+        self.cuda = torch.cuda.is_available()
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.before = torch.cuda.memory_allocated()
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        if self.cuda and exc[0] is None:
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated()
+            self.into[self.name] = {"peak_gpu_gib": peak / 2**30, "peak_gpu_extra_gib": (peak - self.before) / 2**30}
+        return False
 
 
 def batch_compare(backend, image, options, args, input_hw) -> int:

@@ -259,14 +259,18 @@ def native_input_hw(folder, config) -> tuple[int, int]:
     return DEFAULT_INPUT_HW if hw == (224, 224) else hw
 
 
-def _compiled(module):
-    """torch.compile, falling back to eager if the first call fails (unsupported platform)."""
+def _compiled(module, mode: str | None = None):
+    """torch.compile (``mode`` as torch.compile's: None/"default", "reduce-overhead" = CUDA graphs,
+    "max-autotune-no-cudagraphs"...), falling back to eager if a call fails (an unsupported
+    platform: compile errors surface on the first call). ``.failed`` then says why."""
     import torch
 
-    compiled = torch.compile(module, dynamic=False)
+    compiled = torch.compile(module, dynamic=False, mode=None if mode in (None, "default") else mode)
     state = {"fn": compiled}
 
     class Guard(torch.nn.Module):
+        failed: str | None = None
+
         def __init__(self):
             super().__init__()
             self.inner = module
@@ -278,6 +282,7 @@ def _compiled(module):
                 if state["fn"] is module:
                     raise
                 log.warning("torch.compile failed (%s); running eager", exc)
+                Guard.failed = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
                 state["fn"] = module
                 return module(*args, **kwargs)
 

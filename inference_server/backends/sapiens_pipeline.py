@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 NUM_KEYPOINTS = len(KEYPOINT_NAMES)
 TASKS = ("seg", "normal", "depth", "pose")
 POSE_BATCH = 8  # people per pose forward pass
+# The pose flip test's flipped crops in the same forward as the crops (a batch of 2n): None =
+# on accelerators only (on the CPU two forwards of n keep the peak memory); True/False forces it.
+FLIP_IN_ONE_FORWARD: bool | None = None
 # Pixels at the mask border mix person and background depth: keep them out of the fits.
 FIT_EROSION_PX = 2
 
@@ -402,10 +405,21 @@ def _pose(runner, photos: list[_Photo], times: StageTimes) -> None:
         t0 = time.perf_counter()
         # Heatmaps stay on the model's device (308 maps of 256x192 per person): the flip-back,
         # the averaging and the decoding run there, and only the keypoints come back.
-        hm = torch.as_tensor(runner.pose(crops[sl]))
         flip = [photos[i].options.flip_test for i, _ in owners[sl]]
-        if any(flip):
-            flipped = heatmaps.flip_back_torch(torch.as_tensor(runner.pose(crops[sl].flip(-1))), FLIP_PAIRS)
+        one_forward = crops.device.type != "cpu" if FLIP_IN_ONE_FORWARD is None else FLIP_IN_ONE_FORWARD
+        if any(flip) and one_forward:
+            # On an accelerator the flipped crops share the forward (one batch of 2n: fuller
+            # batches, one launch sequence, the same shape as the dense tasks' batches when
+            # POSE_BATCH is half of them); on the CPU two forwards of n keep the peak memory.
+            n = crops[sl].shape[0]
+            both = torch.as_tensor(runner.pose(torch.cat([crops[sl], crops[sl].flip(-1)])))
+            hm, flipped = both[:n], heatmaps.flip_back_torch(both[n:], FLIP_PAIRS)
+            del both
+        else:
+            hm = torch.as_tensor(runner.pose(crops[sl]))
+            flipped = (heatmaps.flip_back_torch(torch.as_tensor(runner.pose(crops[sl].flip(-1))), FLIP_PAIRS)
+                       if any(flip) else None)
+        if flipped is not None:
             averaged = 0.5 * (hm + flipped)
             hm = averaged if all(flip) else torch.where(
                 torch.as_tensor(flip, device=hm.device)[:, None, None, None], averaged, hm)

@@ -20,13 +20,19 @@ def test_tiny_benchmark_runs_every_mode(tmp_path, monkeypatch, capsys):
     import bench_sapiens
 
     out = tmp_path / "bench.json"
-    assert bench_sapiens.main(["--tiny", "--modes", "baseline,ours,noflip,stream", "--stream", "4",
-                               "--stream-batch", "2", "--json", str(out)]) == 0
+    assert bench_sapiens.main(["--tiny", "--modes", "baseline,ours,noflip,stream", "--stream", "3",
+                               "--stream-batch", "2", "--stream-overlap", "1,2", "--json-out", str(out)]) == 0
     results = {r["mode"]: r for r in json.loads(out.read_text())["results"]}
-    assert set(results) == {"baseline", "ours", "noflip", "stream"}
+    assert set(results) == {"baseline", "ours", "noflip", "stream", "stream x2"}
     assert all(r["images_per_s"] > 0 for r in results.values())
     assert results["baseline"]["placement"] == "cpu fp32" and "batch 2" in results["stream"]["placement"]
-    assert "| stream |" in capsys.readouterr().out
+    # whole batches only (a compiled backbone keeps one shape): 3 photos -> 4
+    assert results["stream"]["images"] == results["stream x2"]["images"] == 4
+    assert results["stream x2"]["in_flight"] == 2
+    printed = capsys.readouterr().out
+    assert "| stream |" in printed and "| stream x2 |" in printed
+    lines = [json.loads(line[len("RESULT "):]) for line in printed.splitlines() if line.startswith("RESULT ")]
+    assert [r["mode"] for r in lines] == list(results) and all(r["size"] == "tiny" for r in lines)
     sys.modules.pop("bench_sapiens", None)
 
 
