@@ -26,10 +26,20 @@ def label_people(foreground: np.ndarray) -> np.ndarray:
 
     fg = np.asarray(foreground, bool)
     out = np.zeros(fg.shape, np.uint8)
-    if not fg.any():
+    rows, cols = np.flatnonzero(fg.any(1)), np.flatnonzero(fg.any(0))
+    if not len(rows):
         return out
-    labels, count = ndimage.label(fg, structure=np.ones((3, 3), bool))
-    areas = np.bincount(labels.ravel(), minlength=count + 1)[1:]
+    # Components lie inside the foreground's bounding box: label only that (the same labels; a
+    # person fills a fraction of the photo). One component (the usual case) needs no area count
+    # and no look-up table.
+    box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+    labels = np.zeros(fg.shape, np.int32)
+    labels[box], count = ndimage.label(fg[box], structure=np.ones((3, 3), bool))
+    if count == 1:
+        if fg.sum() >= MIN_FRACTION_OF_IMAGE * fg.size:
+            out[box] = fg[box]
+        return out
+    areas = np.bincount(labels[box].ravel(), minlength=count + 1)[1:]
     order = np.argsort(-areas, kind="stable")
     largest = areas[order[0]]
     keep = [

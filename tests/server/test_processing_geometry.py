@@ -140,6 +140,48 @@ def test_people_from_foreground_components():
     assert instances.label_people(np.zeros((8, 8), bool)).max() == 0
 
 
+def _label_people_reference(foreground):
+    """instances.label_people as it was (whole-image labelling, always the area count and the
+    look-up table): the faster one must give the same instance maps."""
+    from scipy import ndimage
+
+    fg = np.asarray(foreground, bool)
+    out = np.zeros(fg.shape, np.uint8)
+    if not fg.any():
+        return out
+    labels, count = ndimage.label(fg, structure=np.ones((3, 3), bool))
+    areas = np.bincount(labels.ravel(), minlength=count + 1)[1:]
+    order = np.argsort(-areas, kind="stable")
+    keep = [i for i in order if areas[i] >= instances.MIN_FRACTION_OF_LARGEST * areas[order[0]]
+            and areas[i] >= instances.MIN_FRACTION_OF_IMAGE * fg.size][:instances.MAX_PEOPLE]
+    if not keep:
+        return out
+    lut = np.zeros(count + 1, np.uint8)
+    for new_id, comp in enumerate(keep, start=1):
+        lut[comp + 1] = new_id
+    people = lut[labels]
+    small = fg & (people == 0)
+    if small.any():
+        _, (iy, ix) = ndimage.distance_transform_edt(people == 0, return_indices=True)
+        people[small] = people[iy[small], ix[small]]
+    return people
+
+
+def test_label_people_equals_the_whole_image_labelling():
+    from scipy import ndimage
+
+    rng = np.random.default_rng(0)
+    masks = [np.ones((40, 30), bool), np.zeros((40, 30), bool)]
+    tiny = np.zeros((200, 200), bool)
+    tiny[5, 5] = True  # one component below MIN_FRACTION_OF_IMAGE: nobody
+    masks.append(tiny)
+    for _ in range(30):
+        noise = ndimage.gaussian_filter(rng.random((90, 70)), 3.0)
+        masks.append(noise > np.quantile(noise, rng.uniform(0.5, 0.97)))
+    for fg in masks:
+        np.testing.assert_array_equal(instances.label_people(fg), _label_people_reference(fg))
+
+
 def test_relative_depth_scaling_is_human_sized():
     people = np.zeros((200, 100), np.uint8)
     people[20:190, 30:70] = 1  # 170 px tall
