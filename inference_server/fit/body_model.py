@@ -118,6 +118,8 @@ class BodyModel:
 
         self.anny = anny_model
         self.device, self.dtype = device, dtype
+        # The rest bones' rotations without torch.linalg.eigh (procrustes.py): None = on CUDA.
+        self.sync_free: bool | None = None
         self.bone_names = list(anny_model.bone_labels)
         self.bone_index = {n: i for i, n in enumerate(self.bone_names)}
         self.parents = [int(p) for p in anny_model.bone_parents]
@@ -242,16 +244,19 @@ class BodyModel:
         heads = m.template_bone_heads[None] + torch.einsum("cbd,pc->pbd", m.bone_heads_blendshapes, coeffs)
         mats = m.bone_template_orientation_matrices[None] + torch.einsum(
             "pc,ckij->pkij", coeffs, m.bone_orientation_blendshapes)
-        rot = special_procrustes(mats)  # anny's is roma's: the same to float rounding, 2.4x faster
+        # anny's is roma's: the same to float rounding, 2.4x faster. On a GPU without eigh, whose
+        # error check reads the device back (a CUDA graph cannot hold that; graph_solver.py).
+        rot = special_procrustes(mats, sync_free=mats.is_cuda if self.sync_free is None else self.sync_free)
         if m.rest_orientation_refiner is not None:
             rot = m.rest_orientation_refiner(rot, heads)
         if m.root_identity_orientation:
             rot = rot.clone()
             rot[:, 0] = torch.eye(3, dtype=rot.dtype, device=rot.device)
-        poses = torch.zeros((p, len(self.bone_names), 4, 4), dtype=rot.dtype, device=rot.device)
-        poses[..., :3, :3] = rot
-        poses[..., :3, 3] = heads
-        poses[..., 3, 3] = 1.0
+        # [R | h] over [0 0 0 1], without writing a Python number into a device tensor (a host
+        # to device copy, which a CUDA graph cannot hold: graph_solver.py)
+        bottom = torch.zeros((4,), dtype=rot.dtype, device=rot.device)
+        bottom = torch.cat([bottom[:3], torch.ones_like(bottom[:1])]).expand(p, len(self.bone_names), 1, 4)
+        poses = torch.cat([torch.cat([rot, heads[..., None]], -1), bottom], -2)
         if sub_rest is None:
             sub_rest = self._rest_subset(coeffs)
         y = rot[..., :, 1]

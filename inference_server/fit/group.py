@@ -95,14 +95,18 @@ def _body_pass(group: Group, dense: bool, rest) -> torch.Tensor:
     None), their joints and, when ``dense``, their sampled surfaces, then their terms; each
     person's loss [P]. Free of host reads and data-dependent shapes (a test traces it as one
     graph), which is what compiling it, and capturing it on a GPU, needs."""
-    terms, body = group.terms, group.body
-    v = terms.variables()
+    return losses_of(group.terms, group.body, group.sample, group.terms.variables(), dense, rest)
+
+
+def losses_of(terms: GroupTerms, body, sample, v, dense: bool, rest=None) -> torch.Tensor:
+    """Each person's loss [P] at variables ``v`` (terms.Variables): _body_pass's arithmetic,
+    shared with graph_solver.py, which passes its own variables."""
     if rest is None:
-        rest = body.rest_state(v.phenotypes, sample=group.sample if dense else None)
+        rest = body.rest_state(v.phenotypes, sample=sample if dense else None)
     if dense:
-        joints, sample = body.sampled(rest, v.rotvecs, group.sample)
+        joints, posed = body.sampled(rest, v.rotvecs, sample)
         # The dense surface knows the depth better than the joint radii do.
-        return terms.keypoints(joints, v, terms.wt["lift_dense"]) + terms.priors(v) + terms.surface(sample, v)
+        return terms.keypoints(joints, v, terms.wt["lift_dense"]) + terms.priors(v) + terms.surface(posed, v)
     return terms.keypoints(body.skeleton(rest, v.rotvecs).joints, v) + terms.priors(v)
 
 

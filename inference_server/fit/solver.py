@@ -126,6 +126,11 @@ class FitSettings:
     # compiling (about 2 min with a cold cache, about 1 min warm): for batches of groups, not
     # for one photo (docs/body_fit.md).
     compile: bool = False
+    # The solver of the stages: "lbfgs" (group.py: torch's L-BFGS per person, line search read
+    # back at every evaluation), "graph" (graph_solver.py: fixed-length steps with a parallel
+    # line search and no host reads, one CUDA graph replay per step on a GPU) or "auto": graph
+    # on CUDA, lbfgs on the CPU (where graph's parallel line search costs its rows).
+    solver: str = "auto"
 
 
 @dataclass
@@ -214,6 +219,7 @@ class BodyFitter:
         """Fit people together (group.Group: each its own optimiser, one batched body pass per
         evaluation); each report's ``seconds`` is the person's share of the group's time."""
         start = time.perf_counter()
+        clock = _StageClock(self.device)
         s = self.settings
         probs = [PersonProblem(self, obs) for obs in observations]
         if s.plain:  # the baseline: one person at a time, as the benchmark times it
@@ -228,9 +234,12 @@ class BodyFitter:
                 prob.init_closed_form()
             metric = all(obs.metric for obs in observations)
             tries = self._other_folds(probs)
-            group = Group([p for tried in tries for p in tried])
+            make = self._group_class()
+            group = make([p for tried in tries for p in tried])
+            clock("start")
             n1 = group.run_lbfgs(s.skeleton_steps if metric else s.skeleton_steps_without_metric,
                                  dense=False, cancel=cancel)
+            clock("skeleton")
             # With metric depth the surface rounds share their curvature history: over the
             # ground truth's 18 metric rows, joints max 1.28 -> 1.24 cm on average (2 x 25, the
             # lifted depths at 0.5) for no more evaluations.
@@ -239,17 +248,36 @@ class BodyFitter:
             n2 = group.run_lbfgs(s.surface_steps if metric else s.surface_steps_without_metric, dense=True,
                                  rounds=s.surface_rounds if metric else s.surface_rounds_without_metric,
                                  shape=metric, keep_history=metric, cancel=cancel)
+            clock("surface")
             if len(group.problems) > len(probs):
                 probs, (n1, n2) = self._keep_best_folds(group, tries, (n1, n2))
-                group = Group(probs)
+                group = make(probs)
             # Without metric depth the body's size and girth only the surface tells well: a round
             # on the shape and placement alone, where those small gradients are not drowned by
             # the pose's.
             n3 = group.run_lbfgs(s.shape_steps, dense=True, cancel=cancel, shape_round=True) \
                 if s.shape_steps and not metric else [0] * len(probs)
+            clock("shape")
             stages = [{"skeleton": a, "surface": b + c} for a, b, c in zip(n1, n2, n3)]
         seconds = (time.perf_counter() - start) / len(probs)
-        return [self._person_fit(prob, steps, seconds) for prob, steps in zip(probs, stages)]
+        fits = [self._person_fit(prob, steps, seconds) for prob, steps in zip(probs, stages)]
+        clock("report")  # after the fit's seconds, as before: the report's own evaluations
+        for fit in fits:
+            fit.report["stage_seconds"] = clock.shares(len(probs))
+        return fits
+
+    def _group_class(self):
+        """group.Group or graph_solver.GraphGroup, by FitSettings.solver."""
+        kind = self.settings.solver
+        if kind == "auto":
+            kind = "graph" if self.device.type == "cuda" else "lbfgs"
+        if kind not in ("lbfgs", "graph"):
+            raise ValueError(f"the body fit's solver is lbfgs, graph or auto, not {kind!r}")
+        if kind == "graph":
+            from .graph_solver import GraphGroup
+
+            return GraphGroup
+        return Group
 
     def _other_folds(self, probs: list) -> list[list]:
         """Per person: its problem, then one per limb fold its start guessed (PersonProblem.folds)
@@ -299,6 +327,26 @@ class BodyFitter:
         if prob.fold_report:
             report["limb_folds"] = prob.fold_report  # guessed by the start, and the ones turned over
         return PersonFit(obs.person_id, rot, phen, placement, ~obs.seen.copy(), report)
+
+
+class _StageClock:
+    """Seconds per stage of a group's fit (the report's ``stage_seconds``, each person's share).
+    On a GPU it waits for the device at each boundary: a handful of waits per fit."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.last = time.perf_counter()
+        self.seconds: dict = {}
+
+    def __call__(self, stage: str) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self.last
+        self.last = now
+
+    def shares(self, people: int) -> dict:
+        return {k: round(v / people, 4) for k, v in self.seconds.items()}
 
 
 def fit_people(body: BodyModel, observations: list[PersonObservation], settings: FitSettings | None = None,

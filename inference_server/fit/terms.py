@@ -42,9 +42,12 @@ class Variables:
         return x @ self.rotation.transpose(1, 2) + self.translation[:, None]
 
 
-def _pad(arrays: list, value=0.0, dtype=None, device=None) -> torch.Tensor:
-    """Stack arrays that differ in their first dimension, padded with ``value`` to the longest."""
+def _pad(arrays: list, value=0.0, dtype=None, device=None, bucket: int = 1) -> torch.Tensor:
+    """Stack arrays that differ in their first dimension, padded with ``value`` to the longest
+    (rounded up to a multiple of ``bucket``: graph_solver.py reuses a captured step for every
+    photo whose padded sizes match)."""
     n = max((len(a) for a in arrays), default=0)
+    n = -(-n // bucket) * bucket
     first = np.asarray(arrays[0])
     out = np.full((len(arrays), n, *first.shape[1:]), value, dtype=first.dtype)
     for i, a in enumerate(arrays):
@@ -63,7 +66,7 @@ class GroupTerms:
     """The terms of ``problems`` (problem.PersonProblem, people of one photo), batched. Made
     once their starts are set (the placements' closed-form parts are read here)."""
 
-    def __init__(self, problems: list):
+    def __init__(self, problems: list, bucket: int = 1):
         self.problems = problems
         p0 = problems[0]
         f, dt, dev = p0.f, p0.dt, p0.dev
@@ -93,8 +96,8 @@ class GroupTerms:
         self.points_n = [len(o.points) for o in obs]
         self.any_points = max(self.points_n) > 0
         if self.any_points:
-            self.points = _pad([o.points for o in obs], 1.0, dt, dev)  # z = 1: no division by zero
-            self.covering = _pad([o.covering for o in obs], False, device=dev)
+            self.points = _pad([o.points for o in obs], 1.0, dt, dev, bucket)  # z = 1: no division by zero
+            self.covering = _pad([o.covering for o in obs], False, device=dev, bucket=bucket)
         # Silhouette: the distance fields of one photo's people share its grid.
         sizes = {o.allowed_dt.shape for o in obs}
         if len(sizes) != 1:
@@ -103,26 +106,32 @@ class GroupTerms:
         self.part_dt = real(each("part_dt"))  # [P,C,h,w]
         self.size = real([[o.size[1], o.size[0]] for o in obs])[:, None]  # [P,1,2]: w, h
         self.scale_grid = self.scale * real([o.grid_scale for o in obs])[:, None]  # person size, grid px
-        self.cover_px = _pad([o.cover_pixels for o in obs], 0.0, dt, dev)
-        self.cover_real = _pad([o.cover_weights for o in obs], 0.0, dt, dev)
+        self.cover_px = _pad([o.cover_pixels for o in obs], 0.0, dt, dev, bucket)
+        self.cover_real = _pad([o.cover_weights for o in obs], 0.0, dt, dev, bucket)
         self.sample_class = f._sample_class
 
     # --- variables --------------------------------------------------------------------------
     def variables(self) -> Variables:
-        ps, f = self.problems, self.f
-        free = _batch([p.pose_free for p in ps])
-        fingers = _batch([p.pose_fingers for p in ps])
-        logit = _batch([p.shape_logit[0] for p in ps])
+        ps = self.problems
+        relative = self.relative
+        return self.variables_of(
+            _batch([p.pose_free for p in ps]), _batch([p.pose_fingers for p in ps]),
+            _batch([p.shape_logit[0] for p in ps]), _batch([p.root_rot for p in ps]), _batch([p.root_t for p in ps]),
+            _batch([p.log_depth_scale for p in ps]) if relative else None,
+            _batch([p.depth_shift for p in ps]) if relative else None)
+
+    def variables_of(self, free, fingers, logit, root_rot, root_t, log_depth_scale, depth_shift) -> Variables:
+        """The Variables of the people's stacked variables [P,...] (from the problems' leaves,
+        or graph_solver.py's flat rows)."""
+        f = self.f
         rot = self.pose.clone()
         rot[:, f._free] = free
         if f.settings.fingers:
             rot[:, f._fingers] = fingers
-        r = rotvec_to_matrix(_batch([p.root_rot for p in ps])) @ self.r0
-        t = self.t0 + _batch([p.root_t for p in ps]) * self.t_unit
-        scale = shift = None
-        if self.relative:
-            scale = torch.exp(_batch([p.log_depth_scale for p in ps]))
-            shift = _batch([p.depth_shift for p in ps])
+        r = rotvec_to_matrix(root_rot) @ self.r0
+        t = self.t0 + root_t * self.t_unit
+        scale = torch.exp(log_depth_scale) if self.relative else None
+        shift = depth_shift if self.relative else None
         return Variables(free, fingers, logit, torch.sigmoid(logit * f.shape_scale), rot, r, t, scale, shift)
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
@@ -186,7 +195,8 @@ class GroupTerms:
                 cover_w[i] = 0.0
             else:
                 cover_nn[i, :len(p._cover_nn)] = p._cover_nn
-        self.cover_nn, self.cover_w = cover_nn[..., None].expand(-1, -1, 2), cover_w
+        # contiguous (not an expanded view): graph_solver.py writes a new round into it in place
+        self.cover_nn, self.cover_w = cover_nn[..., None].expand(-1, -1, 2).contiguous(), cover_w
         self.cover_w_sum = cover_w.sum(-1).clamp_min(1e-12)
 
     def surface(self, sample: torch.Tensor, v: Variables) -> torch.Tensor:

@@ -1,0 +1,189 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The body fit on a GPU: the graph solver (FitSettings.solver="graph": fixed-length steps, no
+host reads, one CUDA graph replay per step) against torch's L-BFGS on the same device and on
+the CPU, per person and batched.
+
+    # here (the ray caster): the ground-truth scenes' maps and true joints
+    .venv/bin/python benchmarks/bench_fit.py --save-cases cases/ --cases clean,dressed,...
+    # on the GPU machine
+    python3 benchmarks/bench_fit_gpu.py --cases-dir cases/ --json-out out.jsonl
+
+Per case: the first fit (graphs captured on the way), then ``--repeats`` warm fits (a warm
+server reuses the captured graphs for photos of the same group shape: people, kind of depth,
+points and pixels padded to graph_solver.BUCKET): seconds per person (the device waited for),
+the stages' split, and the 12 limb joints' mean / max error against the truth (cm), beside
+torch's L-BFGS on the same device (one fit) and on the CPU (one fit, one thread, as the server
+runs it). Batched: one photo's person repeated N times in one group (group_size N): fits per
+second. Every result is a JSON line (``--json-out``) and a printed line. ``--device cpu`` runs
+the same on the CPU in seconds with ``--quick`` (tests/fit/test_graph_solver.py does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT)]
+
+LIMB_JOINTS = ("left_shoulder", "right_shoulder", "left_elbow", "right_elbow", "left_wrist", "right_wrist",
+               "left_hip", "right_hip", "left_knee", "right_knee", "left_ankle", "right_ankle")
+UPPER_BODY_ONLY = ("half_body", "portrait")
+
+
+def _load_case(folder: Path, name: str):
+    from sapiens_blender.core.maps import Maps
+
+    maps = Maps.load(folder / f"{name}.npz")
+    truth = json.loads((folder / f"{name}.json").read_text())
+    return maps, truth
+
+
+def _observations(maps) -> list:
+    from inference_server.fit.observations import observe
+
+    return [observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
+                    intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
+                    pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]
+
+
+def _joint_cm(out: dict, truth: list, name: str) -> tuple[float, float]:
+    """Mean and max over people of the limb joints' error (cm)."""
+    from inference_server.fit.correspondences import JOINT_NAMES
+
+    names = LIMB_JOINTS[:6] if name in UPPER_BODY_ONLY else LIMB_JOINTS
+    errs = []
+    for i, t in enumerate(truth):
+        fit = np.stack([out["joints"][i][JOINT_NAMES.index(n)] for n in names])
+        true = np.stack([np.asarray(t[n], np.float64) for n in names])
+        errs.append(100 * np.linalg.norm(fit - true, axis=1))
+    e = np.concatenate(errs)
+    return float(e.mean()), float(e.max())
+
+
+def _fit(body, obs, settings):
+    import torch
+
+    from inference_server.fit.solver import fit_people
+
+    if body.device.type == "cuda":
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    out = fit_people(body, obs, settings)
+    if body.device.type == "cuda":
+        torch.cuda.synchronize()
+    return out, time.perf_counter() - t
+
+
+def _stages(out: dict) -> dict:
+    reports = [json.loads(str(r)) for r in out["reports"]]
+    keys = reports[0].get("stage_seconds", {}).keys()
+    return {k: round(statistics.mean(r["stage_seconds"][k] for r in reports), 4) for k in keys}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases-dir", type=Path, required=True, help="cases saved by bench_fit.py --save-cases")
+    ap.add_argument("--cases", default=None, help="comma-separated (default: every case in the folder)")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--repeats", type=int, default=3, help="warm fits per case")
+    ap.add_argument("--batch", default="1,2,4,8,16,32", help="people per group for the batched throughput")
+    ap.add_argument("--reference", default="clean", help="case(s) also fitted with torch's L-BFGS (device, CPU)")
+    ap.add_argument("--compile", action="store_true", help="also the graph solver with its evaluation "
+                    "compiled (FitSettings.compile), on the first case")
+    ap.add_argument("--quick", action="store_true", help="few steps (a smoke run of every code path)")
+    ap.add_argument("--json-out", type=Path, default=None)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from inference_server.fit.body_model import BodyModel
+    from inference_server.fit.solver import FitSettings
+
+    sink = open(args.json_out, "a") if args.json_out else None
+
+    def emit(kind: str, **row):
+        row = {"kind": kind, **row}
+        print(json.dumps(row), flush=True)
+        if sink:
+            sink.write(json.dumps(row) + "\n")
+            sink.flush()
+
+    names = args.cases.split(",") if args.cases else sorted(p.stem for p in args.cases_dir.glob("*.npz"))
+    quick = dict(skeleton_steps=3, skeleton_steps_without_metric=3, surface_steps=2, surface_rounds=1,
+                 surface_steps_without_metric=2, surface_rounds_without_metric=1, shape_steps=1) if args.quick else {}
+    t = time.perf_counter()
+    body = BodyModel.load(args.device)
+    card = torch.cuda.get_device_name(body.device) if body.device.type == "cuda" else "cpu"
+    emit("setup", device=args.device, card=card, torch=torch.__version__, load_s=round(time.perf_counter() - t, 1))
+    graph = FitSettings(solver="graph", **quick)
+    for name in names:
+        maps, truth = _load_case(args.cases_dir, name)
+        obs = _observations(maps)
+        try:
+            out, first = _fit(body, obs, graph)
+        except Exception as exc:  # noqa: BLE001 - a capture that fails: say why, go on without graphs
+            import traceback
+
+            from inference_server.fit import graph_solver
+
+            if not graph_solver.CAPTURE:
+                raise
+            emit("capture_failed", case=name, error=f"{type(exc).__name__}: {exc}"[:2000],
+                 where=traceback.format_exc()[-3000:])
+            graph_solver.CAPTURE = False
+            out, first = _fit(body, obs, graph)
+        runs = []
+        for _ in range(args.repeats):
+            out, sec = _fit(body, obs, graph)
+            runs.append(sec)
+        mean_cm, max_cm = _joint_cm(out, truth, name)
+        from inference_server.fit import graph_solver
+
+        emit("graph", case=name, people=len(obs), cuda_graphs=graph_solver.CAPTURE and body.device.type == "cuda", first_s=round(first / len(obs), 3),
+             warm_s=round(statistics.median(runs) / len(obs), 3) if runs else None,
+             stages=_stages(out), joints_mean_cm=round(mean_cm, 2), joints_max_cm=round(max_cm, 2))
+    for name in (args.reference.split(",") if args.reference else []):
+        maps, truth = _load_case(args.cases_dir, name)
+        obs = _observations(maps)
+        for device in dict.fromkeys([args.device, "cpu"]):
+            model = body if device == args.device else BodyModel.load(device)
+            out, sec = _fit(model, obs, FitSettings(solver="lbfgs", **quick))
+            mean_cm, max_cm = _joint_cm(out, truth, name)
+            emit("lbfgs", case=name, device=device, seconds=round(sec / len(obs), 3), stages=_stages(out),
+                 joints_mean_cm=round(mean_cm, 2), joints_max_cm=round(max_cm, 2))
+    # Batched: one person repeated N times in one group (one photo: the terms need one grid).
+    maps, truth = _load_case(args.cases_dir, names[0])
+    one = _observations(maps)[:1]
+    for n in (int(b) for b in args.batch.split(",") if b):
+        settings = FitSettings(solver="graph", group_size=n, fold_tries=0, **quick)
+        _fit(body, one * n, settings)  # captures this group shape's graphs
+        out, sec = _fit(body, one * n, settings)
+        emit("batched", case=names[0], people=n, seconds=round(sec, 3), people_per_s=round(n / sec, 1),
+             stages=_stages(out))
+    if args.compile:  # the evaluation through torch.compile too (compiling first: minutes)
+        maps, truth = _load_case(args.cases_dir, names[0])
+        obs = _observations(maps)
+        settings = FitSettings(solver="graph", compile=True, **quick)
+        t = time.perf_counter()
+        _fit(body, obs, settings)
+        compiling = time.perf_counter() - t
+        out, sec = _fit(body, obs, settings)
+        mean_cm, max_cm = _joint_cm(out, truth, names[0])
+        emit("graph_compiled", case=names[0], first_s=round(compiling, 1), warm_s=round(sec / len(obs), 3),
+             stages=_stages(out), joints_mean_cm=round(mean_cm, 2), joints_max_cm=round(max_cm, 2))
+    if body.device.type == "cuda":
+        emit("memory", peak_gib=round(torch.cuda.max_memory_allocated() / 2 ** 30, 2))
+    if sink:
+        sink.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
