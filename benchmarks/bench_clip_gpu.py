@@ -283,6 +283,12 @@ def drive(animation, client, clock: dict | None = None) -> list[str]:
     return drive_bodies(animation, timed("fit_s", fit_reference), timed("pose_s", pose_track), defer=False)
 
 
+def _partial(rows) -> None:
+    """The last stage's figure at once (kept if the run is cut short by a timeout)."""
+    stage, n, sec = rows[-1]
+    print("PARTIAL " + json.dumps({"stage": stage, "frames": n, "seconds": sec, "frames_per_s": n / sec}), flush=True)
+
+
 def _args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="0.4b", choices=("0.4b", "0.8b", "1b", "5b", "tiny"))
@@ -339,6 +345,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         warm = frames[:min(len(frames), args.batch * max(1, args.in_flight))]
         with _peak_memory(memory, "warm-up"):
+            analyse_frames(run, warm[:args.batch], args.batch, 1)  # one thread first: a compile happens once
             warm_maps = analyse_frames(run, warm, args.batch, args.in_flight)
         body_failed = []
 
@@ -370,9 +377,11 @@ def main(argv=None) -> int:
         _synchronize()
         t_analysis = time.perf_counter() - t0
         rows.append(("analysis", len(frames), t_analysis))
+        _partial(rows)
         t0 = time.perf_counter()
         animation = motion(open_source(folder), maps.__getitem__, args.parallel)
         rows.append(("motion (lifting, tracking, smoothing, rig)", len(frames), time.perf_counter() - t0))
+        _partial(rows)
         tracks = len(animation.tracks)
         motion_notes = list(animation.notes)
         notes, body_clock = [], {}

@@ -393,6 +393,9 @@ def main(argv=None) -> int:
                                                                  "noflip": " no flip test"}.get(n, ""),
                 "batch": 1, "images": args.images, **memory.get(n, {})}
                for n in backends]
+    for r in results:
+        print("PARTIAL " + json.dumps(r, default=float), flush=True)  # kept if the run is cut short
+    failed = []
     if streaming is not None:
         # whole batches only (static shapes for a compiled backbone: no recompile for a short last one)
         n = -(-max(args.stream, args.stream_batch) // args.stream_batch) * args.stream_batch
@@ -409,19 +412,27 @@ def main(argv=None) -> int:
             f"{args.compile} FAILED, eager ({guard.failed})"
         for overlap in (int(v) for v in str(args.stream_overlap).split(",") if v.strip()):
             label = "stream" if overlap <= 1 else f"stream x{overlap}"
-            if overlap > 1:  # the other threads' first calls (their CUDA streams; graphs per thread)
-                print(f"warming up {label} ...", file=sys.stderr)
-                stream(streaming, photos[:args.stream_batch * overlap], options, args.stream_batch, overlap)
-            print(f"timing {label}: {n} photos ...", file=sys.stderr)
-            with _peak_memory(memory, label):
-                seconds, done = stream(streaming, photos, options, args.stream_batch, overlap)
-            assert done == n, f"only {done} of {n} photos analysed"
+            try:
+                if overlap > 1:  # the other threads' first calls (their CUDA streams; graphs per thread)
+                    print(f"warming up {label} ...", file=sys.stderr)
+                    stream(streaming, photos[:args.stream_batch * overlap], options, args.stream_batch, overlap)
+                print(f"timing {label}: {n} photos ...", file=sys.stderr)
+                with _peak_memory(memory, label):
+                    seconds, done = stream(streaming, photos, options, args.stream_batch, overlap)
+                assert done == n, f"only {done} of {n} photos analysed"
+            except Exception as exc:  # noqa: BLE001 - e.g. out of memory with more in flight: the rest stands
+                failed.append({"mode": label, "error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"})
+                print(f"{label} FAILED: {failed[-1]['error']}", file=sys.stderr)
+                print("PARTIAL " + json.dumps(failed[-1]), flush=True)
+                devices.free_memory()
+                continue
             results.append({"mode": label, "seconds_per_image": seconds / n, "cpu_seconds_per_image": None,
                             "images_per_s": n / seconds, "stages": dict(streaming.last_times.seconds),
                             "placement": f"{streaming.placement.describe()} batch {args.stream_batch}, "
                                          f"decode overlapped, {overlap} batch(es) in flight, compile {compiled}",
                             "batch": args.stream_batch, "in_flight": overlap, "images": n, "compile": compiled,
                             "first_batch_s": compile_s, **memory.get(label, {})})
+            print("PARTIAL " + json.dumps(results[-1], default=float), flush=True)  # kept if the run is cut short
 
     base = next((r for r in results if r["mode"] == "baseline"), None)
     device = torch.cuda.get_device_name(0) if cuda else platform.processor() or "cpu"
@@ -458,7 +469,7 @@ def main(argv=None) -> int:
         print("No CUDA GPU here: GPU numbers were not measured.")
     meta = {"bench": "sapiens", "size": args.size, "input": list(input_hw), "photo": list(photo_hw),
             "device": device, "torch": torch.__version__, "tasks": list(tasks),
-            "backbone_gflop_per_image": flops / 1e9}
+            "backbone_gflop_per_image": flops / 1e9, "failed": failed}
     for r in results:
         print("RESULT " + json.dumps({**meta, **r}, default=float))
     if args.json:
