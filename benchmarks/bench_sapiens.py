@@ -271,8 +271,8 @@ def _overlapped_runner(backend, options):
                                depth_available="depth" in backend.models)
         else:
             if getattr(local, "stream", None) is None:
-                local.stream = torch.cuda.Stream(device=device)
-            local.stream.wait_stream(torch.cuda.current_stream(device))
+                local.stream = torch.cuda.Stream(device=torch.device(device))
+            local.stream.wait_stream(torch.cuda.current_stream(torch.device(device)))
             with torch.cuda.stream(local.stream):
                 out = run_pipeline(backend._runner, images, [options] * len(images), device=device, times=times,
                                    detector=backend.detector, no_detector_reason=backend.no_detector_reason,
