@@ -149,6 +149,22 @@ def main(argv=None) -> int:
         emit("graph", case=name, people=len(obs), cuda_graphs=graph_solver.CAPTURE and body.device.type == "cuda", first_s=round(first / len(obs), 3),
              warm_s=round(statistics.median(runs) / len(obs), 3) if runs else None,
              stages=_stages(out), joints_mean_cm=round(mean_cm, 2), joints_max_cm=round(max_cm, 2))
+    if body.device.type == "cuda":  # one captured step's replay, per kind of step (the floor of a fit)
+        from inference_server.fit import graph_solver
+
+        for key, solver in list(graph_solver._SOLVERS.items())[-2:]:
+            if "step" not in solver.graphs:
+                continue
+            saved = {k: v.clone() for k, v in vars(solver.state).items() if isinstance(v, torch.Tensor)}
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(50):
+                solver.graphs["step"].replay()
+            torch.cuda.synchronize()
+            emit("step_replay", dense=solver.dense, people=solver.people, rows=solver.people * len(graph_solver.STEPS),
+                 ms=round(1000 * (time.perf_counter() - t) / 50, 3))
+            for k, v in saved.items():
+                getattr(solver.state, k).copy_(v)
     for name in (args.reference.split(",") if args.reference else []):
         maps, truth = _load_case(args.cases_dir, name)
         obs = _observations(maps)
