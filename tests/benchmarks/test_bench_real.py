@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""benchmarks/bench_real.py's scoring on data made here (no photos, no server, no network): the
+alignment, the matching of built people to labels, leg flexion and legs out of the frame."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_real.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_real_under_test", _PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+def _rotation(rng) -> np.ndarray:
+    q, r = np.linalg.qr(rng.normal(size=(3, 3)))
+    q = q * np.sign(np.diag(r))
+    return q if np.linalg.det(q) > 0 else -q
+
+
+def _standing(bench) -> dict:
+    """A person standing straight facing the camera, 3 m away (camera frame: y down)."""
+    j = {"left_shoulder": (0.2, -0.5), "right_shoulder": (-0.2, -0.5), "left_elbow": (0.25, -0.2),
+         "right_elbow": (-0.25, -0.2), "left_wrist": (0.27, 0.05), "right_wrist": (-0.27, 0.05),
+         "left_hip": (0.1, 0.0), "right_hip": (-0.1, 0.0), "left_knee": (0.1, 0.45),
+         "right_knee": (-0.1, 0.45), "left_ankle": (0.1, 0.9), "right_ankle": (-0.1, 0.9)}
+    return {n: np.array([x, y, 3.0]) for n, (x, y) in j.items()}
+
+
+def test_pa_mpjpe_is_zero_for_a_similarity_transformed_skeleton(bench):
+    rng = np.random.default_rng(0)
+    j = _standing(bench)
+    truth = np.array([j[n] for n in bench.LIMB_JOINTS])
+    moved = 1.37 * truth @ _rotation(rng).T + np.array([0.4, -2.0, 5.0])
+    assert bench.pa_mpjpe(moved, truth) == pytest.approx(0.0, abs=1e-9)
+    # root-relative MPJPE ignores translation only
+    assert bench.root_relative_mpjpe(truth + [1.0, 2.0, 3.0], truth) == pytest.approx(0.0, abs=1e-12)
+    assert bench.root_relative_mpjpe(moved, truth) > 0.1
+    # noise: PA-MPJPE never exceeds the error before alignment, and is about the noise
+    noisy = truth + rng.normal(scale=0.02, size=truth.shape)
+    assert 0.005 < bench.pa_mpjpe(noisy, truth) <= np.linalg.norm(noisy - truth, axis=1).mean()
+    # a mirror image is not a rotation: it is not aligned away
+    cloud = rng.normal(scale=0.3, size=(12, 3))
+    assert bench.pa_mpjpe(cloud * [-1.0, 1.0, 1.0], cloud) > 0.05
+
+
+def test_projection_and_sizes(bench):
+    k = np.array([[500.0, 0, 320], [0, 500.0, 240], [0, 0, 1]])
+    uv = bench.project(np.array([[0.0, 0.0, 2.0], [0.2, -0.4, 2.0]]), k)
+    assert np.allclose(uv, [[320, 240], [370, 140]])
+    assert bench.box_size((10, 20, 30, 120)) == pytest.approx(60.0)
+
+
+def test_matching_recalls_each_label_once_within_ten_percent(bench):
+    size = 100.0
+    rng = np.random.default_rng(1)
+    names = bench.LIMB_JOINTS + bench.FACE_JOINTS
+    labels = []
+    for cx in (100.0, 400.0, 700.0):
+        labels.append({n: (cx + rng.uniform(-40, 40), 200 + rng.uniform(-80, 80)) for n in names})
+    shift = lambda lab, d: {n: (x + d, y) for n, (x, y) in lab.items()}  # noqa: E731
+    people = [shift(labels[0], 2.0),  # 2 % off label 0
+              shift(labels[1], 8.0),  # 8 %: recalled
+              shift(labels[2], 30.0),  # 30 %: on label 2 but too far off
+              shift(labels[0], 5.0),  # a second body on label 0: matches nothing
+              {n: (2000.0, 2000.0) for n in names}]  # on nobody
+    cost = bench.error_matrix(people, labels, [size] * 3)
+    assert cost[0, 0] == pytest.approx(0.02) and cost[1, 1] == pytest.approx(0.08)
+    pairs = bench.match_people(cost)
+    assert [(i, j) for i, j, _ in pairs] == [(0, 0), (1, 1)]
+    # too few joints in common: not comparable
+    few = {n: labels[0][n] for n in names[:bench.MIN_SHARED - 1]}
+    assert bench.person_error(few, labels[0], size) == (float("inf"), bench.MIN_SHARED - 1)
+    assert bench.match_people(np.zeros((0, 3))) == []
+
+
+def test_leg_flexion_of_known_poses(bench):
+    j = _standing(bench)
+    for side in ("left", "right"):
+        hip, knee = bench.leg_flexion(j, side)
+        assert hip == pytest.approx(0.0, abs=1e-9) and knee == pytest.approx(0.0, abs=1e-9)
+    # left thigh raised forward (towards the camera: -z), shin hanging down: 90 / 90
+    j["left_knee"] = j["left_hip"] + [0.0, 0.0, -0.45]
+    j["left_ankle"] = j["left_knee"] + [0.0, 0.45, 0.0]
+    hip, knee = bench.leg_flexion(j, "left")
+    assert hip == pytest.approx(90.0) and knee == pytest.approx(90.0)
+    # a thigh stretched backwards is negative; the whole body turned any way changes nothing
+    j["right_knee"] = j["right_hip"] + 0.45 * np.array([0.0, np.cos(np.radians(20)), np.sin(np.radians(20))])
+    j["right_ankle"] = j["right_knee"] + (j["right_knee"] - j["right_hip"])
+    rot = _rotation(np.random.default_rng(2))
+    turned = {n: rot @ v + [1.0, 0.0, 4.0] for n, v in j.items()}
+    for side, want in (("left", (90.0, 90.0)), ("right", (-20.0, 0.0))):
+        assert bench.leg_flexion(turned, side) == pytest.approx(want, abs=1e-6)
+
+
+def test_legs_out_of_the_frame(bench):
+    hw = (400, 600)
+    upper = {"left_shoulder": (330.0, 200.0), "right_shoulder": (270.0, 200.0),
+             "left_hip": (320.0, 330.0), "right_hip": (280.0, 330.0)}
+    legs = bench.legs_out_of_frame(upper, hw)
+    assert [leg["side"] for leg in legs] == ["left", "right"]
+    assert all(leg["upright"] and not leg["knee_seen"] for leg in legs)
+    # the whole person in the picture: nothing cut off
+    whole = {"left_shoulder": (330.0, 100.0), "right_shoulder": (270.0, 100.0),
+             "left_hip": (320.0, 180.0), "right_hip": (280.0, 180.0), "left_knee": (320.0, 250.0),
+             "left_ankle": (320.0, 320.0), "right_knee": (280.0, 250.0), "right_ankle": (280.0, 320.0)}
+    assert bench.legs_out_of_frame(whole, hw) == []
+    # ankles unlabelled but a straight leg would end inside the picture: hidden, not cut off
+    hidden = {n: v for n, v in whole.items() if "ankle" not in n}
+    assert bench.legs_out_of_frame(hidden, hw) == []
+    # lying across the bottom edge, legs leaving at the side: found, and not upright
+    lying = {"left_shoulder": (100.0, 360.0), "right_shoulder": (100.0, 380.0),
+             "left_hip": (450.0, 360.0), "right_hip": (450.0, 380.0)}
+    legs = bench.legs_out_of_frame(lying, hw)
+    assert len(legs) == 2 and not any(leg["upright"] for leg in legs)
+    # a portrait cut at the chest: no hip labelled, the hips would be below the picture
+    portrait = {"left_shoulder": (380.0, 300.0), "right_shoulder": (220.0, 310.0), "left_elbow": (400.0, 390.0)}
+    legs = bench.legs_out_of_frame(portrait, hw)
+    assert [(leg["side"], leg["hip_seen"], leg["upright"]) for leg in legs] == [("left", False, True),
+                                                                               ("right", False, True)]
+    # ... but not when the shoulders are high enough for the hips to be in it
+    assert bench.legs_out_of_frame({n: (x, y - 250) for n, (x, y) in portrait.items()}, hw) == []
+
+
+def test_score_2d_and_the_tables_on_a_made_up_photo(bench):
+    j = _standing(bench)
+    k = np.array([[500.0, 0, 320], [0, 500.0, 240], [0, 0, 1]])
+    names = list(j)
+    uv = dict(zip(names, map(tuple, bench.project(np.array([j[n] for n in names]), k))))
+    label = bench.Label("a", uv, (240.0, 140.0, 160.0, 260.0), bench.box_size((0, 0, 160, 260)))
+    # a second labelled person nobody built, and an annotated box without keypoints
+    other = bench.Label("b", {n: (x + 300, y) for n, (x, y) in uv.items()}, (540.0, 140.0, 160.0, 260.0),
+                        bench.box_size((0, 0, 160, 260)))
+    photo = bench.Photo("made-up", Path("none.jpg"), "made-up__one", (480, 640), [label, other],
+                        other_boxes=[(0.0, 0.0, 50.0, 50.0)])
+    body = {"id": 1, "joints": j, "estimated": [], "points": uv}
+    stray = {"id": 2, "joints": j, "estimated": [], "points": {n: (x - 300, y) for n, (x, y) in uv.items()}}
+    out = {"bodies": [body, stray], "backend": [{"id": 1, "points": uv}], "image": None}
+    rec = bench.score_2d(photo, out)
+    assert rec["bodies_recalled"] == 1 and rec["backend_recalled"] == 1
+    assert rec["bodies_matches"] == [{"person": 1, "label": "a", "err_pct": 0.0}]
+    assert [u["person"] for u in rec["bodies_unmatched"]] == [2]
+    assert rec["legs_out_of_frame"] == []
+    table, agg = bench.tables([{"dataset": "made-up", "key": photo.key, "photo": "none.jpg",
+                                "build": {"seconds": 1.0}, "score": rec}])
+    a = agg["2d"]["all real photos"]
+    assert (a["labelled"], a["bodies"], a["bodies_recalled"], a["bodies_unmatched"]) == (2, 2, 1, 1)
+    assert "| made-up | one | 2 | 1 | 2 | 1 | 1 |" in table
