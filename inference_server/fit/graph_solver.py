@@ -146,7 +146,7 @@ class _Solver:
         """The loss and gradient at the current variables (a round's start: new matches)."""
         st = self.state
         j = len(STEPS)
-        f, g = self._evaluate(st.x.repeat_interleave(j, 0))
+        f, g = self._evaluate(st.x[:, None].expand(-1, j, -1).reshape(-1, st.x.shape[1]))
         st.f.copy_(f[::j])
         st.g.copy_(g[::j] * st.mask)
 

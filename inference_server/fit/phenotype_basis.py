@@ -99,5 +99,10 @@ class PhenotypeBasis:
         weights = self._base.expand(len(phenotypes), -1).scatter(
             1, torch.cat([column, column + 1], 1), torch.cat([1.0 - alpha.T, alpha.T], 1))
         weights = torch.cat([weights, weights.new_ones((len(phenotypes), 1))], 1)
-        coeffs = weights[:, self._table].prod(-1)  # [P,K]
+        factors = weights[:, self._table]  # [P,K,T]
+        # The product over T as T - 1 multiplications, not prod(): prod's backward on a GPU
+        # reads back whether any factor is 0 (a host read, which a CUDA graph cannot hold).
+        coeffs = factors[..., 0]
+        for t in range(1, factors.shape[-1]):
+            coeffs = coeffs * factors[..., t]  # [P,K]
         return coeffs @ self._projection if self._projection is not None else coeffs
