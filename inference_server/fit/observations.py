@@ -81,6 +81,10 @@ class PersonObservation:
     metric: bool
     part_pixels: dict  # body class -> pixels of this person showing it (skin or covering it)
     parts_cut: frozenset = frozenset()  # body classes whose pixels touch the frame's edge
+    # The backend's own 3D pose (MediaPipe's world landmarks; docs/maps_format.md keypoints_3d):
+    # [J,3] metres in the camera's axes, relative to the hips (NaN unknown), and [J] weights.
+    world: np.ndarray | None = None
+    world_weights: np.ndarray | None = None
 
     @property
     def seen(self) -> np.ndarray:
@@ -124,7 +128,7 @@ def _cover_pixels(mine: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints, depth=None,
-            pointmap=None, metric=True, max_points: int = 700, max_cover: int = 400,
+            pointmap=None, metric=True, keypoints_3d=None, max_points: int = 700, max_cover: int = 400,
             grid_side: int = 256) -> PersonObservation:
     """Collect one person's observations from the maps arrays (docs/maps_format.md)."""
     mask = np.asarray(mask)
@@ -235,10 +239,28 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     cover_w = np.where(np.isin(parts[rr, cc], cover_ids), 0.3, 1.0)
     ys, xs = np.nonzero(mine)
     scale_px = float(np.hypot(xs.max() - xs.min() + 1, ys.max() - ys.min() + 1))
+    world, world_w = _world(keypoints_3d, person_id)
     return PersonObservation(
         person_id, k, (h, w), xy, weights, lifted, two_sided, clothed, radius, points, covering,
         point_parts, allowed_dt, part_dt, s, np.stack([cc + 0.5, rr + 0.5], 1), cover_w, scale_px,
-        has_depth, bool(metric) and has_depth, part_pixels, frozenset(cut))
+        has_depth, bool(metric) and has_depth, part_pixels, frozenset(cut), world, world_w)
+
+
+def _world(keypoints_3d, person_id: int):
+    """(world [J,3], weights [J]) of this person's row of ``keypoints_3d`` [P,308,4] (x, y, z
+    metres relative to the hips in the camera's axes, confidence), or (None, None)."""
+    if keypoints_3d is None:
+        return None, None
+    k3 = np.asarray(keypoints_3d, np.float64)
+    if k3.ndim != 3 or k3.shape[1:] != (308, 4):
+        raise ObservationError(f"keypoints_3d must be [P,308,4], got {list(k3.shape)}")
+    if person_id - 1 >= len(k3):
+        return None, None
+    row = k3[person_id - 1][list(JOINT_KEYPOINT_INDEX)]
+    ok = np.isfinite(row).all(1) & (np.nan_to_num(row[:, 3]) >= MIN_SCORE)
+    if ok.sum() < 4:
+        return None, None
+    return np.where(ok[:, None], row[:, :3], np.nan), np.where(ok, np.clip(row[:, 3], 0, 1), 0.0)
 
 
 def _parts_of_labels(labels: np.ndarray, names_by_id: dict) -> np.ndarray:

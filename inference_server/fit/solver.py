@@ -118,7 +118,7 @@ class FitSettings:
     # 1.11 cm on average, an elbow over a hole 4.18 -> 3.64 cm (docs/body_fit.md).
     weights: dict = field(default_factory=lambda: {
         "lift": 0.25, "lift_dense": 1.0, "prior": 1.0, "prior_seen": 0.03, "hinge": 1.0, "surface": 4.0,
-        "inside": 0.5, "part": 0.2, "cover": 0.3})
+        "inside": 0.5, "part": 0.2, "cover": 0.3, "world": 0.1})
     dtype: torch.dtype = torch.float32
     # torch.compile the evaluation (group._body_pass): on this CPU the skeleton stage's is
     # faster compiled, but the surface stage's with the shape free is not (a fit 0.99x as fast
