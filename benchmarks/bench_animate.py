@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from sapiens_blender.core.motion.body_drive import drive_bodies, server_body_driver
     from sapiens_blender.core.motion.sources import open_source
     from sapiens_blender.core.motion.stream import run_clip, server_analyzer
-    from sapiens_blender.core.server_process import ServerProcess
+    from sapiens_blender.core.local_server.process import ServerProcess
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp, ServerProcess() as server:

@@ -27,7 +27,7 @@ import bpy  # noqa: E402
 
 import body_scenes  # noqa: E402
 from sapiens_blender.blender import body  # noqa: E402
-from sapiens_blender.core import body_dressing, body_surface  # noqa: E402
+from sapiens_blender.core.body import dressing as body_dressing, surface as body_surface  # noqa: E402
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:

@@ -123,7 +123,7 @@ def save_cases(names, folder: Path) -> None:
 
 
 def load_case(name: str, folder: Path):
-    from sapiens_blender.core.maps import Maps
+    from sapiens_blender.core.maps.canonical import Maps
 
     maps = Maps.load(folder / f"{name}.npz")
     return maps, [_Truth(j) for j in json.loads((folder / f"{name}.json").read_text())]

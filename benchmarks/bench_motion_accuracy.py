@@ -74,7 +74,7 @@ def real_clip(seeds: list[int]) -> dict:
 
     from sapiens_blender.core.motion.sources import ImageFolder
     from sapiens_blender.core.motion.stream import server_analyzer
-    from sapiens_blender.core.server_process import ServerProcess
+    from sapiens_blender.core.local_server.process import ServerProcess
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp, ServerProcess() as server:

@@ -79,7 +79,7 @@ def run(args) -> int:
     from .. import api
     from ..blender.export import ExportError
     from ..core.errors import SapiensServerError
-    from ..core.maps import MapsError
+    from ..core.maps.canonical import MapsError
     from ..core.motion.joints_file import AnimationJointsError
     from ..core.motion.sources import FrameSourceError
 

@@ -84,7 +84,7 @@ def option_values(args, outputs) -> dict:
 
 
 def options_from_args(args, name: str):
-    from ..blender.pipeline import BuildOptions
+    from ..core.build.options import BuildOptions
 
     joints = None
     if getattr(args, "joints", None):
@@ -129,13 +129,13 @@ def run(args) -> int:
         return 2
     from .. import api
     from ..blender.export import ExportError
-    from ..core.body import BodyError
+    from ..core.body.records import BodyError
     from ..core.errors import SapiensServerError
     from ..core.geometry.joints_io import JointsFileError
     from ..core.geometry.types import GeometryError
-    from ..core.maps import MapsError
+    from ..core.maps.canonical import MapsError
 
-    from ..core.atomic_files import atomic_write_bytes, check_writable
+    from ..core.files.atomic import atomic_write_bytes, check_writable
 
     started = time.perf_counter()
     try:
@@ -174,7 +174,7 @@ def run(args) -> int:
 def load_input(args):
     """(Maps, name, analysis seconds or None) from whichever input was given."""
     from .. import api
-    from ..core.maps import Maps
+    from ..core.maps.canonical import Maps
 
     if args.maps:
         return Maps.load(args.maps), Path(args.maps).stem, None
@@ -183,7 +183,7 @@ def load_input(args):
         raise FileNotFoundError(f"no such photo: {photo}")
     if args.lite_dir:
         from ..blender.images import read_photo
-        from ..core.lite_files import load_lite_maps
+        from ..core.maps.lite_files import load_lite_maps
 
         return load_lite_maps(args.lite_dir, photo.stem, read_photo(photo)), photo.stem, None
     start = time.perf_counter()

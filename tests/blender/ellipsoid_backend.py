@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from inference_server.backends import base
+from inference_server.dataplane import base
 from synthetic_scene import ellipsoid_maps, intrinsics
 
 

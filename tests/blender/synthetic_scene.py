@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from sapiens_blender.core.geometry.types import Skeleton, SurfaceMesh
-from sapiens_blender.core.goliath import KEYPOINT_NAMES
-from sapiens_blender.core.maps import Maps
+from sapiens_blender.core.maps.goliath import KEYPOINT_NAMES
+from sapiens_blender.core.maps.canonical import Maps
 
 PART_NAMES = ("Background", "Face_Neck", "Torso", "Left_Upper_Leg", "Right_Upper_Leg", "Left_Lower_Leg",
               "Right_Lower_Leg", "Left_Upper_Arm", "Right_Upper_Arm", "Left_Lower_Arm", "Right_Lower_Arm")

@@ -24,7 +24,7 @@ Image = pytest.importorskip("PIL.Image")
 from gltf_reader import Glb  # noqa: E402
 from synthetic_scene import ellipsoid_maps  # noqa: E402
 
-from sapiens_blender.core.server_process import ServerProcess  # noqa: E402
+from sapiens_blender.core.local_server.process import ServerProcess  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -38,7 +38,7 @@ RAY_DIR = str(Path(ray.__file__).parent)
 
 def batch(src, out, *extra, api=False) -> subprocess.CompletedProcess:
     if api:  # the same batch through the Python API
-        code = (f"import sys; from sapiens_blender.core.engines import run_batch; "
+        code = (f"import sys; from sapiens_blender.batch import run_batch; "
                 f"sys.exit(run_batch({str(src)!r}, {str(out)!r}, {', '.join(extra)}))")
         cmd = [sys.executable, "-c", code]
     else:

@@ -16,7 +16,7 @@ bpy = pytest.importorskip("bpy")
 
 from sapiens_blender.blender import camera, mesh, skinning  # noqa: E402
 from sapiens_blender.core.geometry.skeleton import BODY_BONES, BONE_HIERARCHY  # noqa: E402
-from sapiens_blender.core.goliath import PART_NAMES_SAPIENS1  # noqa: E402
+from sapiens_blender.core.maps.goliath import PART_NAMES_SAPIENS1  # noqa: E402
 
 from synthetic_scene import ellipsoid_maps, intrinsics  # noqa: E402
 

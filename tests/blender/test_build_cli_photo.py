@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("bpy")
 Image = pytest.importorskip("PIL.Image")
 
-from sapiens_blender.core.server_process import ServerProcess  # noqa: E402
+from sapiens_blender.core.local_server.process import ServerProcess  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

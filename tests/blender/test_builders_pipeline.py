@@ -17,7 +17,7 @@ from sapiens_blender.core.geometry import joints_io  # noqa: E402
 from sapiens_blender.core.geometry.joints import lift_joints  # noqa: E402
 from sapiens_blender.core.geometry.skeleton import BODY_BONES  # noqa: E402
 from sapiens_blender.core.geometry.types import camera_to_blender  # noqa: E402
-from sapiens_blender.core.goliath import KEYPOINT_INDEX  # noqa: E402
+from sapiens_blender.core.maps.goliath import KEYPOINT_INDEX  # noqa: E402
 
 from synthetic_scene import ellipsoid_maps  # noqa: E402
 

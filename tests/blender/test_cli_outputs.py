@@ -63,7 +63,7 @@ def test_demo_into_an_uncreatable_folder_fails_at_once(blocked):
 
 def test_export_all_replaces_nothing_when_one_export_fails(tmp_path, monkeypatch):
     from sapiens_blender.blender.export import ExportError, export_all
-    from sapiens_blender.core import atomic_files
+    from sapiens_blender.core.files import atomic as atomic_files
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     bpy.ops.mesh.primitive_cube_add()

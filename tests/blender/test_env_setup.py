@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sapiens_blender.core import env_setup
-from sapiens_blender.core.env_setup import (
+from sapiens_blender.core.local_server import env_setup
+from sapiens_blender.core.local_server.env_setup import (
     EnvPlan,
     EnvSetupCancelled,
     EnvSetupError,

@@ -57,7 +57,7 @@ def test_a_full_disk_is_named_as_such(cube_scene, tmp_path, monkeypatch):
     import shutil
     from collections import namedtuple
 
-    from sapiens_blender.core import atomic_files
+    from sapiens_blender.core.files import atomic as atomic_files
 
     # Blender really fails: its temporary file lies in a folder that does not exist.
     monkeypatch.setattr(atomic_files, "temp_path_for", lambda p: tmp_path / "gone" / "t.blend")

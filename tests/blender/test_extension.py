@@ -83,7 +83,7 @@ def built_zip(tmp_path_factory):
 def test_zip_layout_holds_addon_and_server_but_no_tests(built_zip):
     names = zipfile.ZipFile(built_zip).namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names
-    assert "ui/registration.py" in names and "core/server_process.py" in names
+    assert "ui/registration.py" in names and "core/local_server/process.py" in names
     assert "server_src/inference_server/__main__.py" in names
     assert not [n for n in names if n.startswith(("tests/", "docs/", "benchmarks/")) or "__pycache__" in n]
 

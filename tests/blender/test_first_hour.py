@@ -111,7 +111,7 @@ def test_skin_weights_stay_on_their_part_with_at_most_four_bones(empty, tmp_path
     from gltf_reader import Glb
 
     from sapiens_blender.blender import skinning
-    from sapiens_blender.core.goliath import KEYPOINT_INDEX
+    from sapiens_blender.core.maps.goliath import KEYPOINT_INDEX
 
     maps = ellipsoid_maps(96, 120)
     nose, neck = maps.keypoints[0, KEYPOINT_INDEX["nose"]], maps.keypoints[0, KEYPOINT_INDEX["neck"]]

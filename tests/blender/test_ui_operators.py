@@ -215,7 +215,7 @@ def test_wrong_interpreter_gives_a_clear_message(addon):
 
 
 def test_remote_mode_uses_a_server_started_elsewhere(addon, tmp_path):
-    from sapiens_blender.core.server_process import ServerProcess
+    from sapiens_blender.core.local_server.process import ServerProcess
 
     state, prefs = addon["state"], addon["prefs"]()
     remote = ServerProcess(sys.executable, ["--backend-module", "tiny_person_backend"], log_dir=tmp_path,

@@ -11,8 +11,8 @@ import pytest
 bpy = pytest.importorskip("bpy")
 import addon_utils  # noqa: E402
 
-from sapiens_blender.core.client import V2Client  # noqa: E402
-from sapiens_blender.core.jobs import Job  # noqa: E402
+from sapiens_blender.core.remote.client import V2Client  # noqa: E402
+from sapiens_blender.core.jobs.background import Job  # noqa: E402
 
 
 class Layout:

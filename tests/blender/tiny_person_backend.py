@@ -15,7 +15,7 @@ import time
 import numpy as np
 from synthetic_scene import ellipsoid_maps
 
-from inference_server.backends import base
+from inference_server.dataplane import base
 
 PEOPLE = int(os.environ.get("TINY_PERSON_PEOPLE", "2"))
 STAGE_SECONDS = float(os.environ.get("TINY_PERSON_STAGE_SECONDS", "0"))

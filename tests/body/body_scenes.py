@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 import scenes  # tests/groundtruth
-from sapiens_blender.core.body import BodyFit, BodyTemplate, attach_body
-from sapiens_blender.core.body_surface import vertex_normals
-from sapiens_blender.core.goliath import PART_NAMES_SAPIENS2
-from sapiens_blender.core.maps import Maps
+from sapiens_blender.core.body.records import BodyFit, BodyTemplate, attach_body
+from sapiens_blender.core.body.surface import vertex_normals
+from sapiens_blender.core.maps.goliath import PART_NAMES_SAPIENS2
+from sapiens_blender.core.maps.canonical import Maps
 
 # Rotation vectors (radians, each bone's rest frame, relative to its parent) per pose.
 POSES = {

@@ -24,7 +24,7 @@ from server_harness import server_env, start_server  # noqa: E402
 from sapiens_blender import api  # noqa: E402
 from sapiens_blender.blender import mesh as blender_mesh  # noqa: E402
 from sapiens_blender.blender.body import camera_to_blender_4x4  # noqa: E402
-from sapiens_blender.core.body_rig import retarget_rig  # noqa: E402
+from sapiens_blender.core.body.rig_names import retarget_rig  # noqa: E402
 
 pytestmark = pytest.mark.slow
 FRAMES = 12

@@ -12,8 +12,8 @@ bpy = pytest.importorskip("bpy")
 
 from sapiens_blender import api  # noqa: E402
 from sapiens_blender.blender import camera, mesh  # noqa: E402
-from sapiens_blender.core import body as core_body  # noqa: E402
-from sapiens_blender.core.body_surface import project  # noqa: E402
+from sapiens_blender.core.body import pose as body_pose  # noqa: E402
+from sapiens_blender.core.body.surface import project  # noqa: E402
 from sapiens_blender.core.geometry import joints_io  # noqa: E402
 from sapiens_blender.core.geometry.types import camera_to_blender  # noqa: E402
 
@@ -83,7 +83,7 @@ def test_rest_pose_is_the_fits_bind_pose_and_mirror_symmetric(built):
         tails = np.array([tuple(b.tail_local) for b in bones])
         assert np.abs(tails - scene.fit.rest_bone_tails[i]).max() < 1e-4
         heads = local[:, :3, 3]
-        assert core_body.mirror_asymmetry(heads, list(bones.keys())) < 0.01
+        assert body_pose.mirror_asymmetry(heads, list(bones.keys())) < 0.01
         rest = mesh.mesh_vertices(person.body_mesh)  # the mesh data itself: the bind pose
         model = (rest - np.array(person.body_armature.matrix_world)[:3, 3]) @ np.array(
             person.body_armature.matrix_world)[:3, :3]
@@ -146,8 +146,8 @@ def test_glb_skin_has_four_normalised_influences_and_reproduces_the_pose(built, 
         assert np.allclose(weights.sum(1), 1.0, atol=1e-3)
         world = np.concatenate([w for w, _ in glb.skinned_primitives(node_index)]) @ GLTF_TO_BLENDER.T
         # glTF splits vertices at UV seams: compare each exported vertex with its nearest truth.
-        bones, values = core_body.prune_weights(t.weight_bones, t.weight_values)
-        pruned = core_body.skin_vertices(scene.fit.rest_vertices[i], scene.fit.rest_bone_matrices[i],
+        bones, values = body_pose.prune_weights(t.weight_bones, t.weight_values)
+        pruned = body_pose.skin_vertices(scene.fit.rest_vertices[i], scene.fit.rest_bone_matrices[i],
                                          scene.fit.bone_matrices[i], bones, values)
         pruned = camera_to_blender(pruned @ scene.fit.placement[i, :3, :3].T.astype(np.float64)
                                    + scene.fit.placement[i, :3, 3])

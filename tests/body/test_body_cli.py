@@ -13,7 +13,7 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 from sapiens_blender.core.geometry import joints_io  # noqa: E402
-from sapiens_blender.core.maps import Maps  # noqa: E402
+from sapiens_blender.core.maps.canonical import Maps  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gltf_reader import Glb, validate_gltf  # noqa: E402
@@ -62,7 +62,7 @@ def test_fbx_skin_reproduces_the_pose_with_four_influences(maps_files):
     """The .fbx, re-imported by Blender's importer: bind pose = rest, the photo's pose on the
     bones, and the posed skin equals our pruned 4-influence linear blend skinning of the fit."""
     from sapiens_blender.blender import mesh
-    from sapiens_blender.core import body as core_body
+    from sapiens_blender.core.body import pose as body_pose
     from sapiens_blender.core.geometry.types import camera_to_blender
 
     scene, fitted, _, tmp = maps_files
@@ -72,8 +72,8 @@ def test_fbx_skin_reproduces_the_pose_with_four_influences(maps_files):
     bpy.ops.import_scene.fbx(filepath=str(tmp / "minimal.fbx"))
     body = next(o for o in bpy.context.scene.objects if o.type == "MESH")
     t, f = scene.template, scene.fit
-    bones, values = core_body.prune_weights(t.weight_bones, t.weight_values)
-    expected = core_body.skin_vertices(f.rest_vertices[0], f.rest_bone_matrices[0], f.bone_matrices[0], bones, values)
+    bones, values = body_pose.prune_weights(t.weight_bones, t.weight_values)
+    expected = body_pose.skin_vertices(f.rest_vertices[0], f.rest_bone_matrices[0], f.bone_matrices[0], bones, values)
     expected = camera_to_blender(expected @ f.placement[0, :3, :3].T.astype(np.float64) + f.placement[0, :3, 3])
     assert np.abs(mesh.mesh_vertices(body, evaluated=True) - expected).max() < 1e-4
 

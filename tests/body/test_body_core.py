@@ -7,19 +7,20 @@ import json
 import numpy as np
 import pytest
 
-from sapiens_blender.core import body as core_body
-from sapiens_blender.core import body_dressing as dr
-from sapiens_blender.core import body_surface as bs
-from sapiens_blender.core.body import BodyError, BodyFit, BodyTemplate
-from sapiens_blender.core.body_rig import RIG_NAMES, rename_table, retarget_rig
+from sapiens_blender.core.body import cache as body_cache, pose as body_pose, records as body_records
+from sapiens_blender.core.body import dressing as dr
+from sapiens_blender.core.body import surface as bs
+from sapiens_blender.core.geometry.rotations import matrix_to_quaternion
+from sapiens_blender.core.body.records import BodyError, BodyFit, BodyTemplate
+from sapiens_blender.core.body.rig_names import RIG_NAMES, rename_table, retarget_rig
 from sapiens_blender.core.geometry import joints_io
-from sapiens_blender.core.maps import Maps
+from sapiens_blender.core.maps.canonical import Maps
 
 
 def test_template_and_fit_round_trip_through_a_maps_npz(body_scene, tmp_path):
     scene = body_scene("two")
     path = scene.maps.save(tmp_path / "two.npz")
-    template, fit = core_body.body_from_maps(Maps.load(path))
+    template, fit = body_records.body_from_maps(Maps.load(path))
     assert template.body_version == scene.template.body_version and template.bone_names == scene.template.bone_names
     for name in ("faces", "uv", "face_uv", "weight_bones", "weight_values", "vertex_parts"):
         assert np.array_equal(getattr(template, name), getattr(scene.template, name)), name
@@ -49,22 +50,22 @@ def test_malformed_fits_get_clear_errors(body_scene):
 def test_template_cache_is_keyed_by_version_and_written_atomically(body_scene, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     template = body_scene("standing").template
-    assert core_body.load_cached_template(template.body_version) is None
-    path = core_body.save_cached_template(template)
+    assert body_cache.load_cached_template(template.body_version) is None
+    path = body_cache.save_cached_template(template)
     assert path.parent == tmp_path / "sapiens_blender" / "body" and "/" not in path.name
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
-    cached = core_body.load_cached_template(template.body_version)
+    cached = body_cache.load_cached_template(template.body_version)
     assert np.array_equal(cached.faces, template.faces) and cached.joint_names == template.joint_names
-    assert core_body.load_cached_template("anny-9/anny/9") is None
+    assert body_cache.load_cached_template("anny-9/anny/9") is None
     path.write_bytes(b"damaged")
-    assert core_body.load_cached_template(template.body_version) is None  # fetched again, no crash
+    assert body_cache.load_cached_template(template.body_version) is None  # fetched again, no crash
 
 
 def test_local_quaternions_rebuild_the_pose_and_keep_continuous_signs(body_scene):
     scene = body_scene("standing")
     t, f = scene.template, scene.fit
     rest, pose = f.rest_bone_matrices[0].astype(np.float64), f.bone_matrices[0].astype(np.float64)
-    quats, locs = core_body.local_pose_quaternions(rest, pose, t.bone_parents)
+    quats, locs = body_pose.local_pose_quaternions(rest, pose, t.bone_parents)
     assert np.all(quats[:, 0] >= 0) and np.allclose(np.linalg.norm(quats, axis=1), 1)
     # Forward kinematics with the quaternions (as Blender does) gives the pose back.
     w, x, y, z = quats.T
@@ -80,7 +81,7 @@ def test_local_quaternions_rebuild_the_pose_and_keep_continuous_signs(body_scene
     # A rotation by nearly 360 degrees about an axis comes out the short way (w >= 0).
     angle = np.radians(350.0)
     r = np.array([[1, 0, 0], [0, np.cos(angle), -np.sin(angle)], [0, np.sin(angle), np.cos(angle)]])
-    q = core_body.matrix_to_quaternion(r)
+    q = matrix_to_quaternion(r)
     assert q[0] > 0 and np.isclose(q[0], np.cos(np.radians(5.0)))
 
 
@@ -88,8 +89,8 @@ def test_rest_pose_is_mirror_symmetric_and_skinning_reproduces_the_fit(body_scen
     scene = body_scene("standing")
     t, f = scene.template, scene.fit
     heads = f.rest_bone_matrices[0, :, :3, 3]
-    assert core_body.mirror_asymmetry(heads, t.bone_names) < 0.01
-    skinned = core_body.skin_vertices(f.rest_vertices[0], f.rest_bone_matrices[0], f.bone_matrices[0],
+    assert body_pose.mirror_asymmetry(heads, t.bone_names) < 0.01
+    skinned = body_pose.skin_vertices(f.rest_vertices[0], f.rest_bone_matrices[0], f.bone_matrices[0],
                                       t.weight_bones, t.weight_values)
     placed = skinned @ f.placement[0, :3, :3].T.astype(np.float64) + f.placement[0, :3, 3]
     assert np.abs(placed - f.vertices[0]).max() < 1e-4
@@ -98,7 +99,7 @@ def test_rest_pose_is_mirror_symmetric_and_skinning_reproduces_the_fit(body_scen
 def test_weights_pruned_to_four_and_renormalised(body_scene):
     t = body_scene("standing").template
     assert t.weight_bones.shape[1] > 4 and (np.count_nonzero(t.weight_values, axis=1) > 4).any()
-    bones, values = core_body.prune_weights(t.weight_bones, t.weight_values)
+    bones, values = body_pose.prune_weights(t.weight_bones, t.weight_values)
     assert bones.shape == (t.num_vertices, 4) and np.allclose(values.sum(1), 1, atol=1e-6)
     assert np.all(np.diff(values, axis=1) <= 1e-7)  # largest first
     # The kept weights are each vertex's four largest, all scaled by the same factor.
@@ -296,7 +297,7 @@ def test_texture_takes_the_photo_where_seen_and_a_fill_elsewhere(body_scene):
 
 def test_joints_of_a_fit_write_a_joints_file_that_reads_back(body_scene, tmp_path):
     scene = body_scene("two")
-    people = {pid: core_body.fit_joints(scene.template, scene.fit, pid) for pid in (1, 2)}
+    people = {pid: body_pose.fit_joints(scene.template, scene.fit, pid) for pid in (1, 2)}
     assert len(people[1]) == len(scene.template.joint_names)
     path = joints_io.write(tmp_path / "joints.json", people)
     back = joints_io.read(path, complete=False)
@@ -356,7 +357,7 @@ def test_texture_fades_what_the_camera_sees_edge_on_into_the_fill(body_scene, mo
     facing the camera keep the photo's colour exactly."""
     import copy
 
-    from sapiens_blender.core.maps import points_from_depth
+    from sapiens_blender.core.maps.canonical import points_from_depth
 
     scene = body_scene("standing")
     t, f = scene.template, scene.fit

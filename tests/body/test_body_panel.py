@@ -6,7 +6,7 @@ import pytest
 bpy = pytest.importorskip("bpy")
 import addon_utils  # noqa: E402  (ships with bpy)
 
-from sapiens_blender.core.maps import Maps  # noqa: E402
+from sapiens_blender.core.maps.canonical import Maps  # noqa: E402
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from server_harness import start_server  # noqa: E402
 
 from sapiens_blender import api  # noqa: E402
 from sapiens_blender.blender import mesh  # noqa: E402
-from sapiens_blender.core import body as core_body  # noqa: E402
+from sapiens_blender.core.body import cache as body_cache, records as body_records  # noqa: E402
 from sapiens_blender.core.geometry.types import camera_to_blender  # noqa: E402
-from sapiens_blender.core.maps import Maps  # noqa: E402
+from sapiens_blender.core.maps.canonical import Maps  # noqa: E402
 
 
 @pytest.mark.slow
@@ -33,10 +33,10 @@ def test_build_body_asks_the_server_for_the_fit_and_caches_the_template(body_sce
         result = api.build_from_maps(bare, body="minimal", server=f"http://{srv.url}", token=srv.token)
     finally:
         srv.stop()
-    assert core_body.has_body(bare)  # the maps now carry the fit: a later build needs no server
-    template, fit = core_body.body_from_maps(bare)
-    assert core_body.cache_path(template.body_version).is_file()
-    assert core_body.load_cached_template(template.body_version).num_bones == template.num_bones
+    assert body_records.has_body(bare)  # the maps now carry the fit: a later build needs no server
+    template, fit = body_records.body_from_maps(bare)
+    assert body_cache.cache_path(template.body_version).is_file()
+    assert body_cache.load_cached_template(template.body_version).num_bones == template.num_bones
     person = result.people[0]
     world = mesh.mesh_vertices(person.body_mesh, evaluated=True)
     assert np.abs(world - camera_to_blender(fit.vertices[0].astype(np.float64))).max() < 1e-4

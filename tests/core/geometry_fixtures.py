@@ -4,8 +4,8 @@
 import numpy as np
 
 from sapiens_blender.core.geometry.types import Joint
-from sapiens_blender.core.goliath import PART_NAMES_SAPIENS2
-from sapiens_blender.core.maps import Maps
+from sapiens_blender.core.maps.goliath import PART_NAMES_SAPIENS2
+from sapiens_blender.core.maps.canonical import Maps
 
 
 def intrinsics(h, w, f):

@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from sapiens_blender.core import v2_codec
+from sapiens_blender.core.remote import v2_codec
 
 FIXED = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
          "FP16", "FP32", "FP64"]  # fmt: skip

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sapiens_blender.core import errors, goliath
-from sapiens_blender.core.analysis import analyze_photo, maps_from_outputs
-from sapiens_blender.core.maps import Maps
-from sapiens_blender.core.server_process import ServerProcess
+from sapiens_blender.core import errors
+from sapiens_blender.core.maps import goliath
+from sapiens_blender.core.remote.analysis import analyze_photo, maps_from_outputs
+from sapiens_blender.core.maps.canonical import Maps
+from sapiens_blender.core.local_server.process import ServerProcess
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -5,7 +5,8 @@ import json
 
 import numpy as np
 
-from sapiens_blender.core.build_report import BodyReport, BuildReport, PersonReport, SkinningReport, fit_summary
+from sapiens_blender.core.build.report import (BodyReport, BuildReport, PersonReport, SkinningReport,
+                                               fit_summary)
 
 
 def test_products_are_noted_once_as_built_or_kept():
@@ -49,7 +50,7 @@ def test_to_dict_is_json_ready_and_leaves_out_what_is_not_there():
 
 
 def test_the_body_line_says_how_well_the_fit_matched_and_warns_when_poorly():
-    from sapiens_blender.core.build_report import fit_warnings
+    from sapiens_blender.core.build.report import fit_warnings
 
     good = {"seconds": 1.03, "reprojection_px": 0.34, "reprojection_pct": 0.15, "depth": "metric",
             "surface_residual_m": 0.0021}

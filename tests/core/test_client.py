@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sapiens_blender.core import errors, v2_codec
-from sapiens_blender.core.client import V2Client
-from sapiens_blender.core.server_process import ServerProcess
-from sapiens_blender.core.v2_codec import Tensor
+from sapiens_blender.core import errors
+from sapiens_blender.core.remote import v2_codec
+from sapiens_blender.core.remote.client import V2Client
+from sapiens_blender.core.local_server.process import ServerProcess
+from sapiens_blender.core.remote.v2_codec import Tensor
 from tensor_samples import FIXED, sample
 
 HERE = Path(__file__).resolve().parent

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from sapiens_blender.core import errors
-from sapiens_blender.core.analysis import analyze_photo
-from sapiens_blender.core.client import V2Client
+from sapiens_blender.core.remote.analysis import analyze_photo
+from sapiens_blender.core.remote.client import V2Client
 
 MODELS = [{"name": "densenet_onnx", "version": "1", "state": "READY"},
           {"name": "slow_model", "version": "1", "state": "READY"},

@@ -12,8 +12,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from sapiens_blender.core import errors, v2_codec
-from sapiens_blender.core.client import V2Client
+from sapiens_blender.core import errors
+from sapiens_blender.core.remote import v2_codec
+from sapiens_blender.core.remote.client import V2Client
 
 
 def _one_answer(raw: bytes):

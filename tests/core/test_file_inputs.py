@@ -19,10 +19,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from sapiens_blender.core import atomic_files
+from sapiens_blender.core.files import atomic as atomic_files
 from sapiens_blender.core.geometry import joints_io
-from sapiens_blender.core.maps import Maps, MapsError
-from sapiens_blender.core.png import write_png
+from sapiens_blender.core.maps.canonical import Maps, MapsError
+from sapiens_blender.core.maps.png import write_png
 
 from test_maps import make_maps
 

@@ -5,7 +5,7 @@ import numpy as np
 from geometry_fixtures import intrinsics, make_maps
 
 from sapiens_blender.core.geometry import joints as joints_mod
-from sapiens_blender.core.goliath import KEYPOINT_INDEX, PART_NAMES_SAPIENS2
+from sapiens_blender.core.maps.goliath import KEYPOINT_INDEX, PART_NAMES_SAPIENS2
 
 H, W, F = 120, 100, 200.0
 

@@ -7,7 +7,7 @@ from geometry_fixtures import intrinsics, make_maps, plane_maps, sphere_maps
 
 from sapiens_blender.core.geometry import surface
 from sapiens_blender.core.geometry.types import GeometryError
-from sapiens_blender.core.goliath import PART_NAMES_SAPIENS2
+from sapiens_blender.core.maps.goliath import PART_NAMES_SAPIENS2
 
 
 def face_normals(mesh):

@@ -13,7 +13,7 @@ from sapiens_blender.core.geometry.silhouette import distance_transform, widths_
 from sapiens_blender.core.geometry.skeleton import build_skeleton
 from sapiens_blender.core.geometry.types import camera_to_blender
 from sapiens_blender.core.geometry.weights import part_based_weights
-from sapiens_blender.core.goliath import PART_NAMES_SAPIENS2
+from sapiens_blender.core.maps.goliath import PART_NAMES_SAPIENS2
 
 
 def angle_deg(a, b):

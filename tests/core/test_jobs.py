@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from sapiens_blender.core.jobs import CANCELLED, DONE, FAILED, RUNNING, Job, JobCancelled
+from sapiens_blender.core.jobs.background import CANCELLED, DONE, FAILED, RUNNING, Job, JobCancelled
 
 
 def test_progress_then_result_handed_to_the_main_thread():

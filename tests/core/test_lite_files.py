@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from sapiens_blender.core.goliath import KEYPOINT_INDEX, PART_NAMES_SAPIENS1
-from sapiens_blender.core.lite_files import (
+from sapiens_blender.core.maps.goliath import KEYPOINT_INDEX, PART_NAMES_SAPIENS1
+from sapiens_blender.core.maps.lite_files import (
     ASSUMED_HEIGHT_M, LiteFilesError, find_lite_files, load_lite_maps,
 )
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sapiens_blender.core import goliath
-from sapiens_blender.core.maps import Maps, MapsError, points_from_depth
+from sapiens_blender.core.maps import goliath
+from sapiens_blender.core.maps.canonical import Maps, MapsError, points_from_depth
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,9 +6,9 @@ import io
 import numpy as np
 import pytest
 
-from sapiens_blender.core import previews
-from sapiens_blender.core.maps import Maps
-from sapiens_blender.core.png import encode_png, write_png
+from sapiens_blender.core.maps import previews
+from sapiens_blender.core.maps.canonical import Maps
+from sapiens_blender.core.maps.png import encode_png, write_png
 
 Image = pytest.importorskip("PIL.Image")
 

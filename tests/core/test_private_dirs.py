@@ -8,8 +8,8 @@ import tempfile
 
 import pytest
 
-from sapiens_blender.core import private_dirs
-from sapiens_blender.core.server_process import ServerProcess
+from sapiens_blender.core.files import private_dirs
+from sapiens_blender.core.local_server.process import ServerProcess
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
 

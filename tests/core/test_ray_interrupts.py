@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from sapiens_blender.core.engines.ray_engine import Interrupts
+from sapiens_blender.batch.ray_engine import Interrupts
 
 
 def test_a_swallowed_ctrl_c_is_still_noted_and_the_handlers_come_back():

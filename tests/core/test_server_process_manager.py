@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from sapiens_blender.core import errors
-from sapiens_blender.core.server_process import ERROR, READY, STOPPED, ServerProcess
+from sapiens_blender.core.local_server.process import ERROR, READY, STOPPED, ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 posix_only = pytest.mark.skipif(os.name != "posix", reason="uses POSIX signals / shebang scripts")
@@ -85,7 +85,7 @@ def test_server_exits_when_its_parent_dies(tmp_path):
     parent_script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from sapiens_blender.core.server_process import ServerProcess
+        from sapiens_blender.core.local_server.process import ServerProcess
         manager = ServerProcess(log_dir={str(tmp_path)!r})
         manager.ensure_running()
         print(manager.pid, flush=True)

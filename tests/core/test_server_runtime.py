@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from sapiens_blender.core.errors import ServerStartError
-from sapiens_blender.core.server_process import ServerProcess
-from sapiens_blender.core.server_runtime import (bundled_site_packages, extension_site_packages,
-                                                 needs_environment, resolve_runtime)
+from sapiens_blender.core.local_server.process import ServerProcess
+from sapiens_blender.core.local_server.runtime import (bundled_site_packages, extension_site_packages,
+                                                       needs_environment, resolve_runtime)
 
 
 def test_no_environment_runs_on_this_python_with_the_bundled_packages(tmp_path):

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """StepJob: main-thread work in steps, one per pump, with progress, cancel and failure."""
 
-from sapiens_blender.core.step_jobs import StepJob
+from sapiens_blender.core.jobs.stepped import StepJob
 
 
 def counting_steps(log, fail_at=None):

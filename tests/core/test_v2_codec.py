@@ -7,9 +7,9 @@ import struct
 import numpy as np
 import pytest
 
-from sapiens_blender.core import v2_codec
+from sapiens_blender.core.remote import v2_codec
 from sapiens_blender.core.errors import ProtocolError
-from sapiens_blender.core.v2_codec import Tensor, decode_response, encode_request
+from sapiens_blender.core.remote.v2_codec import Tensor, decode_response, encode_request
 from tensor_samples import FIXED, sample
 
 
@@ -154,7 +154,7 @@ def test_client_side_modules_need_only_numpy_and_the_standard_library():
     import subprocess
     import sys
 
-    code = ("import sys\nimport sapiens_blender.core.analysis, sapiens_blender.core.server_process\n"
+    code = ("import sys\nimport sapiens_blender.core.remote.analysis, sapiens_blender.core.local_server.process\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'bpy', 'fastapi', "
             "'uvicorn', 'PIL', 'inference_server', 'cv2', 'requests', 'urllib3'}))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

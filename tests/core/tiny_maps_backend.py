@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from inference_server.backends import base
+from inference_server.dataplane import base
 from inference_server.processing import goliath
 
 STAGE_SECONDS = float(os.environ.get("TINY_STAGE_SECONDS", "0"))

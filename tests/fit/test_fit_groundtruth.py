@@ -104,7 +104,7 @@ def test_hand_keypoints_turn_the_forearm_and_place_the_fingers(results):
     """A hand across the belly, its forearm turned 90 degrees: the finger keypoints decide the
     turn (the twist prior is light for a seen hand) and the fingers land on their joints."""
     from inference_server.fit.correspondences import JOINT_NAMES, is_finger
-    from sapiens_blender.core.goliath import KEYPOINT_INDEX
+    from sapiens_blender.core.maps.goliath import KEYPOINT_INDEX
 
     fit, maps, bodies, _rows = results["hands_across"]
     fingers = [n for n in JOINT_NAMES if is_finger(n)]

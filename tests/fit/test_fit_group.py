@@ -44,7 +44,7 @@ def test_people_fitted_together_get_their_own_answers(body, two_people):
 
 
 def test_cancelling_a_group_stops_every_person(body, two_people):
-    from inference_server.backends.base import Cancelled, CancelToken
+    from inference_server.dataplane.base import Cancelled, CancelToken
 
     class CancelAfter(CancelToken):
         def __init__(self, calls):

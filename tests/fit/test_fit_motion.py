@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from inference_server.backends.base import BackendError
+from inference_server.dataplane.base import BackendError
 from inference_server.fit.correspondences import JOINT_NAMES
 from inference_server.fit.motion import MotionSettings, drive_body, rotvecs_from_bone_matrices
 from inference_server.fit.serving import BodyMotionBackend

@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from server_harness import start_server  # noqa: E402
 
-from sapiens_blender.core.analysis import body_template, fit_body  # noqa: E402
-from sapiens_blender.core.client import V2Client  # noqa: E402
+from sapiens_blender.core.remote.analysis import body_template, fit_body  # noqa: E402
+from sapiens_blender.core.remote.client import V2Client  # noqa: E402
 from sapiens_blender.core.errors import SapiensServerError  # noqa: E402
 
 
@@ -69,7 +69,7 @@ def test_fit_device_choice(monkeypatch):
     request, with a clear error where torch sees none; the setting reads its variable."""
     import torch
 
-    from inference_server.backends.base import BackendError
+    from inference_server.dataplane.base import BackendError
     from inference_server.backends.settings import SapiensSettings
     from inference_server.fit.serving import fit_device
 

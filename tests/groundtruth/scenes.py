@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sapiens_blender.core.goliath import KEYPOINT_INDEX, PART_NAMES_SAPIENS2
-from sapiens_blender.core.maps import Maps
+from sapiens_blender.core.maps.goliath import KEYPOINT_INDEX, PART_NAMES_SAPIENS2
+from sapiens_blender.core.maps.canonical import Maps
 
 # anny model frame: X = the person's left, -Y = front, Z = up. Camera frame (OpenCV): x right,
 # y down, z forward. A person facing the camera: x = X, y = -Z, z = Y (+ distance).
@@ -366,7 +366,7 @@ def dress(body: Body, upper: float = 0.015, lower: float = 0.02) -> Body:
     ``upper`` metres, legs by ``lower`` (hands, feet, head bare), as a T-shirt and trousers."""
     import trimesh
 
-    from sapiens_blender.core.goliath import PART_NAMES_SAPIENS2 as names
+    from sapiens_blender.core.maps.goliath import PART_NAMES_SAPIENS2 as names
 
     mesh = trimesh.Trimesh(body.vertices, body.faces, process=False)
     normals = np.asarray(mesh.vertex_normals)

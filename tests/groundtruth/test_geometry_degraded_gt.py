@@ -12,7 +12,7 @@ from scipy.spatial import cKDTree
 from sapiens_blender.core.geometry import joints as joints_mod
 from sapiens_blender.core.geometry import skeleton, surface
 from sapiens_blender.core.geometry.closed import close_body
-from sapiens_blender.core.goliath import KEYPOINT_INDEX
+from sapiens_blender.core.maps.goliath import KEYPOINT_INDEX
 
 pytestmark = pytest.mark.groundtruth
 

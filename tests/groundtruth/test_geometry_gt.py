@@ -14,7 +14,7 @@ from sapiens_blender.core.geometry import joints as joints_mod
 from sapiens_blender.core.geometry import normals, skeleton, surface
 from sapiens_blender.core.geometry.closed import close_body
 from sapiens_blender.core.geometry.types import CAMERA_TO_BLENDER
-from sapiens_blender.core.goliath import KEYPOINT_INDEX
+from sapiens_blender.core.maps.goliath import KEYPOINT_INDEX
 
 pytestmark = pytest.mark.groundtruth
 

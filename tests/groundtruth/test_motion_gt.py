@@ -74,7 +74,7 @@ def fit_server(tmp_path_factory):
 def test_the_fitted_body_follows_the_clip(clip, fit_server):
     """The body fitted once and posed per frame by the real server: its own joints (anny's, the
     truth's kind) against the truth, at the default look-ahead and with the whole clip."""
-    from sapiens_blender.core.client import V2Client
+    from sapiens_blender.core.remote.client import V2Client
     from sapiens_blender.core.motion.body_drive import drive_bodies, server_body_driver
 
     base = score(_animate(clip, AnimateOptions(smooth=False, planting=None)).tracks[0].joints,

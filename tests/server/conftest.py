@@ -9,7 +9,7 @@ import os
 import pytest
 from server_harness import start_server
 
-from inference_server import protocol
+from inference_server.protocol import messages as protocol
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from inference_server.backends import base
+from inference_server.dataplane import base
 
 
 def empty_maps(image: np.ndarray, source: str) -> dict:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inference_server import protocol
+from inference_server.protocol import messages as protocol
 import v2_messages
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from astronaut_clip import follow_error_px, write_clip
 
-from sapiens_blender.core.client import V2Client
+from sapiens_blender.core.remote.client import V2Client
 from sapiens_blender.core.motion.clip import AnimateOptions
 from sapiens_blender.core.motion.smoothing import SmoothingOptions
 from sapiens_blender.core.motion.sources import ImageFolder

@@ -5,7 +5,7 @@ import asyncio
 import threading
 import time
 
-from inference_server.jobs import DONE, BatchItem, JobManager
+from inference_server.dataplane.jobs import DONE, BatchItem, JobManager
 
 
 def item(key, groups: list):

@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inference_server.backends import auto, base, mediapipe_cpu
-from inference_server.backends.base import AnalyzeOptions, BackendError
+from inference_server.backends import auto, mediapipe_cpu
+from inference_server.dataplane import base
+from inference_server.dataplane.base import AnalyzeOptions, BackendError
 from inference_server.backends.mediapipe_landmarks import POSE, to_goliath
 from inference_server.backends.mediapipe_parts import PART_ID, parts_and_depth
 from inference_server.processing.goliath import KEYPOINT_INDEX
@@ -23,7 +24,7 @@ from inference_server.processing.pseudo_depth import (
     inflate,
     normals_from_depth,
 )
-from sapiens_blender.core.maps import Maps
+from sapiens_blender.core.maps.canonical.canonical import Maps
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -169,7 +170,7 @@ def test_offline_path_needs_no_network_and_no_torch(tmp_path):
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
         from inference_server.backends.mediapipe_cpu import MediaPipeBackend
-        from inference_server.backends.base import AnalyzeOptions
+        from inference_server.dataplane.base import AnalyzeOptions
         from inference_server.processing.image_io import decode_image
         from sapiens_blender.data import sample_photo_path
         maps = MediaPipeBackend().analyze(decode_image(sample_photo_path().read_bytes()),

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from inference_server.backends.base import MAP_OUTPUTS, OPTIONAL_OUTPUTS, AnalyzeOptions
+from inference_server.dataplane.base import MAP_OUTPUTS, OPTIONAL_OUTPUTS, AnalyzeOptions
 from inference_server.backends.mediapipe_cpu import MediaPipeBackend
 from inference_server.backends.mediapipe_landmarks import FACE_SHARED, FACE_TO_GOLIATH
 from inference_server.processing.goliath import FLIP_PAIRS, KEYPOINT_INDEX, KEYPOINT_NAMES, PART_NAMES_SAPIENS2
 from inference_server.processing.image_io import decode_image
-from sapiens_blender.core.maps import Maps
+from sapiens_blender.core.maps.canonical import Maps
 from sapiens_blender.data import sample_photo_path
 
 # The astronaut's outline (the person and her suit, not the helmet she holds), drawn by hand on

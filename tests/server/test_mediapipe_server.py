@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from test_mediapipe_photos import _outline_mask
 
-from sapiens_blender.core.analysis import analyze_photo
-from sapiens_blender.core.client import V2Client
+from sapiens_blender.core.remote.analysis import analyze_photo
+from sapiens_blender.core.remote.client import V2Client
 from sapiens_blender.data import sample_photo_path
 
 

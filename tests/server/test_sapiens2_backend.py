@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from tiny_models import PLANE_Z, as_maps, offline_hub, photo, tiny_hub, tiny_hub_empty_photo  # noqa: F401
 
-from inference_server.backends import base
-from inference_server.backends.base import AnalyzeOptions, BackendError, Cancelled, CancelToken
+from inference_server.dataplane import base
+from inference_server.dataplane.base import AnalyzeOptions, BackendError, Cancelled, CancelToken
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -17,7 +17,7 @@ from tiny_models import (  # noqa: F401
     tiny_hub,
 )
 
-from inference_server.backends.base import AnalyzeOptions, BackendError
+from inference_server.dataplane.base import AnalyzeOptions, BackendError
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

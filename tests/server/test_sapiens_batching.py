@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from tiny_models import offline_hub, photo, tiny_hub  # noqa: F401
 
-from inference_server.backends.base import AnalyzeOptions, Cancelled, CancelToken
+from inference_server.dataplane.base import AnalyzeOptions, Cancelled, CancelToken
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -87,8 +87,9 @@ def test_cancelled_photo_leaves_the_batch_and_the_others_finish(backend):
 def test_auto_batches_like_the_model_it_resolves_to(tiny_hub, offline_hub, monkeypatch):
     """`analyze --parallel` promises batching for `auto`: its slot batches when auto resolves to
     Sapiens2, and its analyze_batch is Sapiens2's (one forward per task), source saying why."""
-    from inference_server.backends import auto, base
-    from inference_server.models import ModelSlot
+    from inference_server.backends import auto
+    from inference_server.dataplane import base
+    from inference_server.dataplane.models import ModelSlot
 
     offline_hub(tiny_hub)
     monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
@@ -113,7 +114,7 @@ def test_auto_batches_like_the_model_it_resolves_to(tiny_hub, offline_hub, monke
 
 def test_flip_test_is_on_by_default_and_can_be_turned_off(backend):
     """The Sapiens2 pose configs test with the mirrored crop: so do we unless flip_test=false."""
-    from inference_server.models import parse_options
+    from inference_server.dataplane.models import parse_options
 
     assert AnalyzeOptions().flip_test and parse_options({}).flip_test
     assert parse_options({"flip_test": False}).flip_test is False

@@ -13,8 +13,8 @@ import pytest
 from server_harness import server_env, start_server
 from tiny_models import photo, tiny_hub  # noqa: F401
 
-from inference_server import protocol
-from sapiens_blender.core.analysis import maps_from_outputs
+from inference_server.protocol import messages as protocol
+from sapiens_blender.core.remote.analysis import maps_from_outputs
 
 pytest.importorskip("torch")
 

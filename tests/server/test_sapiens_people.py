@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from tiny_models import DETECTOR_REPO, build_tiny_detector, offline_hub, photo, tiny_hub  # noqa: F401
 
-from inference_server.backends.base import AnalyzeOptions
+from inference_server.dataplane.base import AnalyzeOptions
 from inference_server.backends.settings import SapiensSettings
 from inference_server.processing import instances
 

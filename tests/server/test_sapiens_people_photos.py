@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 from test_mediapipe_photos import ASTRONAUT_OUTLINE, PHOTO_SIDE
 
-from inference_server.backends.base import AnalyzeOptions
+from inference_server.dataplane.base import AnalyzeOptions
 from inference_server.backends.mediapipe_cpu import MediaPipeBackend
 from inference_server.processing import instances
 from sapiens_blender.data import sample_photo_path

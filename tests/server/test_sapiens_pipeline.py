@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_processing_geometry import K_TRUE, PLANE_NORMAL, tilted_plane
 
-from inference_server.backends.base import AnalyzeOptions
+from inference_server.dataplane.base import AnalyzeOptions
 from inference_server.backends.sapiens_pipeline import run_pipeline as run_batch
 from inference_server.processing.goliath import PART_NAMES_SAPIENS2
 

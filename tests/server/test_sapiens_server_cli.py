@@ -11,10 +11,10 @@ import pytest
 from server_harness import server_env, start_server
 from tiny_models import tiny_hub  # noqa: F401
 
-from inference_server import protocol
+from inference_server.protocol import messages as protocol
 from sapiens_blender.cli import main as cli_main
-from sapiens_blender.core.analysis import maps_from_outputs
-from sapiens_blender.core.maps import Maps
+from sapiens_blender.core.remote.analysis import maps_from_outputs
+from sapiens_blender.core.maps.canonical import Maps
 
 PIL = pytest.importorskip("PIL.Image")
 pytest.importorskip("torch")

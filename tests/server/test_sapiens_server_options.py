@@ -11,8 +11,8 @@ import pytest
 from server_harness import REPO, server_env, start_server
 from tiny_models import SAPIENS2_SIZE, SAPIENS2_TASKS, build_sapiens2_task, photo
 
-from inference_server import protocol
-from sapiens_blender.core.analysis import maps_from_outputs
+from inference_server.protocol import messages as protocol
+from sapiens_blender.core.remote.analysis import maps_from_outputs
 
 pytest.importorskip("torch")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from tiny_models import as_maps, offline_hub, photo, tiny_hub  # noqa: F401
 
-from inference_server.backends.base import AnalyzeOptions, BackendError
+from inference_server.dataplane.base import AnalyzeOptions, BackendError
 
 pytest.importorskip("torch")
 from inference_server.backends import sapiens_v1  # noqa: E402

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from server_harness import TINY_MODEL, assert_same, png_bytes, sample
 
-from inference_server import protocol
+from inference_server.protocol import messages as protocol
 import v2_messages
-from inference_server.backends.base import MAP_OUTPUTS, OPTIONAL_OUTPUTS
+from inference_server.dataplane.base import MAP_OUTPUTS, OPTIONAL_OUTPUTS
 from inference_server.processing.goliath import PART_NAMES_SAPIENS2
 
 

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 from server_harness import TINY_MODEL, png_bytes, raw_exchange, start_server, status_of
 
-from inference_server import protocol
+from inference_server.protocol import messages as protocol
 import v2_messages
 
 

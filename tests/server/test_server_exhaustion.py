@@ -20,7 +20,7 @@ import pytest
 
 from server_harness import REPO, server_env, start_server
 
-from inference_server import protocol
+from inference_server.protocol import messages as protocol
 
 
 def _rss(server) -> int:
@@ -164,7 +164,7 @@ def test_idle_connection_flood_leaves_the_server_answering_with_a_quiet_log(tmp_
 def test_rate_limit_filter_holds_back_repeats():
     import logging
 
-    from inference_server.connection_guard import RateLimitFilter
+    from inference_server.http.connection_guard import RateLimitFilter
 
     quiet = RateLimitFilter(interval_s=60)
     records = [logging.LogRecord("asyncio", logging.ERROR, __file__, 1,

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_harness import TINY_MODEL
 
-from inference_server import protocol
+from inference_server.protocol import messages as protocol
 
 FUZZ_SETTINGS = dict(deadline=None, database=None, derandomize=True,
                      suppress_health_check=list(HealthCheck))

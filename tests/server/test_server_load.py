@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from inference_server import protocol
+from inference_server.protocol import messages as protocol
 import v2_messages
 
 psutil = pytest.importorskip("psutil")

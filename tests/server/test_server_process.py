@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from server_harness import REPO, server_env, start_server
 
-from inference_server import protocol
+from inference_server.protocol import messages as protocol
 
 
 def run_to_exit(*args: str, token: str | None, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from inference_server import protocol
+from inference_server.protocol import messages as protocol
 import v2_messages
-from inference_server.protocol import ProtocolError, Tensor, tensor
+from inference_server.protocol.messages import ProtocolError, Tensor, tensor
 from server_harness import assert_same, sample
 
 ml_dtypes = pytest.importorskip("ml_dtypes")

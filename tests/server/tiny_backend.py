@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inference_server.backends import base
+from inference_server.dataplane import base
 from inference_server.processing.goliath import PART_NAMES_SAPIENS2
 from inference_server.processing.image_io import fit_max_side
 

@@ -185,7 +185,7 @@ def as_maps(out: dict):
     """A backend's output dict -> validated Maps (BYTES/BOOL as the server would send them)."""
     import numpy as np
 
-    from sapiens_blender.core.maps import Maps
+    from sapiens_blender.core.maps.canonical import Maps
 
     arrays = dict(out)
     arrays["part_names"] = np.asarray([str(n) for n in out["part_names"]])

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Client-side v2 messages for the tests and benchmarks: building requests and reading answers.
 
-The server only parses requests and encodes answers (inference_server/protocol.py); these are
+The server only parses requests and encodes answers (inference_server/protocol/messages.py); these are
 the other direction, kept out of the server so it carries no test-only code.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from inference_server.protocol import (
+from inference_server.protocol.messages import (
     RequestedOutput,
     Tensor,
     decode_message,

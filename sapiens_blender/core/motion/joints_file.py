@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic_files import temp_path_for
+from ..files.atomic import temp_path_for
 from .clip import Animation
 
 

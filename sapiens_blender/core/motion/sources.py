@@ -32,7 +32,7 @@ class Frame:
     maps_path: Path | None = None  # for a maps folder
 
     def load_maps(self):
-        from ..maps import Maps
+        from ..maps.canonical import Maps
 
         return Maps.load(self.maps_path)
 
