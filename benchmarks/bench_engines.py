@@ -30,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))  # gltf_reader: an independent .glb reader
+sys.path.insert(0, str(REPO / "tests" / "support"))  # gltf_reader: an independent .glb reader
 
 from sapiens_blender.cli import build_parser  # noqa: E402
 from sapiens_blender.cli.batch import Progress  # noqa: E402

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "groundtruth"), str(ROOT / "tests" / "fit")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
 
 def _sync(device) -> None:
