@@ -256,7 +256,8 @@ def test_server_catalog_works_without_mediapipe_and_the_model_says_why():
         import sys
         sys.modules["mediapipe"] = None  # not installed
         sys.modules["cv2"] = None
-        from inference_server.backends import base, catalog
+        from inference_server.backends import catalog
+        from inference_server.dataplane import base
         catalog.register_builtin()
         assert "mediapipe" in base.registered_names() and "auto" in base.registered_names()
         backend = base.create("mediapipe")
