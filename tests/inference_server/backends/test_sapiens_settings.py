@@ -2,13 +2,13 @@
 """Model settings are read once (flags over SAPIENS_* variables) and passed to the backends."""
 
 import ast
-from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 from inference_server.backends.settings import DEFAULT_DETECTOR, SapiensSettings
 
-BACKENDS = Path(__file__).resolve().parents[2] / "inference_server" / "backends"
+BACKENDS = REPO / "inference_server" / "backends"
 
 
 def test_settings_from_the_environment_and_overrides(tmp_path):
