@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import InferenceServerError
+
 # Canonical output tensors: name -> (v2 datatype, shape with -1 for variable dims).
 # `pointmap` is optional (Sapiens2 only); so are the diagnostics `normal_agreement_deg` (mean angle
 # in degrees between predicted and depth-derived normals after the axis self-calibration, NaN when
@@ -38,11 +40,11 @@ MAP_OUTPUTS: dict[str, tuple[str, list[int]]] = {
 OPTIONAL_OUTPUTS = frozenset({"pointmap", "normal_agreement_deg", "notes"})
 
 
-class Cancelled(Exception):
+class Cancelled(InferenceServerError):
     """Raised inside a backend when its request was cancelled; the server answers 499."""
 
 
-class BackendError(Exception):
+class BackendError(InferenceServerError):
     """A failure with a message meant for the user (missing weights, out of memory, ...).
 
     ``status`` is the HTTP status the server should answer with.

@@ -17,7 +17,7 @@ from .base import BackendError
 from .jobs import BatchItem, Job
 from .models import DENSE_OUTPUTS, ECHO, ModelSlot, parse_options
 from ..processing.image_io import check_pixels_array, decode_image
-from ..protocol.messages import InferRequest, ProtocolError, Tensor, encode_chunks, tensor
+from ..protocol.messages import InferRequest, MessageError, Tensor, encode_chunks, tensor
 
 MAX_ECHO_DELAY_MS = 10_000
 Encoded = tuple[list, "int | None"]  # body buffers, Inference-Header-Content-Length
@@ -48,7 +48,7 @@ def _select(req: InferRequest, available: list[str]) -> list[str]:
     names = [o.name for o in req.outputs]
     unknown = [n for n in names if n not in available]
     if unknown:
-        raise ProtocolError(f"unknown output(s) {unknown}; this model has {available}")
+        raise MessageError(f"unknown output(s) {unknown}; this model has {available}")
     return list(dict.fromkeys(names))
 
 
@@ -61,7 +61,7 @@ def _header(req: InferRequest, job: Job, model: str, version: str) -> dict:
 def prepare_echo(req: InferRequest) -> Callable[[Job], Encoded]:
     delay = req.parameters.get("delay_ms", 0)
     if not isinstance(delay, int) or isinstance(delay, bool) or not 0 <= delay <= MAX_ECHO_DELAY_MS:
-        raise ProtocolError(f"parameter 'delay_ms' must be an integer in 0..{MAX_ECHO_DELAY_MS}")
+        raise MessageError(f"parameter 'delay_ms' must be an integer in 0..{MAX_ECHO_DELAY_MS}")
     by_name = {t.name: t for t in req.inputs}
     names = _select(req, list(by_name))
 
@@ -84,14 +84,14 @@ def prepare_echo(req: InferRequest) -> Callable[[Job], Encoded]:
 def _check_photo_input(req: InferRequest) -> Tensor:
     names = sorted(t.name for t in req.inputs)
     if names not in (["image"], ["pixels"]):
-        raise ProtocolError(
+        raise MessageError(
             f"send exactly one input, 'image' (BYTES [1], an encoded photo) or 'pixels' "
             f"(UINT8 [H,W,3]); got {names}")
     t = req.inputs[0]
     if t.name == "image" and (t.datatype != "BYTES" or t.shape != [1]):
-        raise ProtocolError(f"input 'image' must be BYTES with shape [1], got {t.datatype} {t.shape}")
+        raise MessageError(f"input 'image' must be BYTES with shape [1], got {t.datatype} {t.shape}")
     if t.name == "pixels" and (t.datatype != "UINT8" or len(t.shape) != 3 or t.shape[2] != 3):
-        raise ProtocolError(
+        raise MessageError(
             f"input 'pixels' must be UINT8 with shape [H,W,3], got {t.datatype} {t.shape}")
     return t
 
@@ -143,7 +143,7 @@ def prepare_tensors(req: InferRequest, slot: ModelSlot, *, autoload: bool) -> Ca
     numeric output travels binary (a body is ~14k vertices per person)."""
     inputs = {t.name: t.array for t in req.inputs}
     if len(inputs) != len(req.inputs):
-        raise ProtocolError("each input name may appear once")
+        raise MessageError("each input name may appear once")
     parameters = dict(req.parameters)
 
     def work(job: Job) -> Encoded:

@@ -25,22 +25,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .base import CancelToken, Cancelled
+from ..errors import InferenceServerError
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 FINISHED = frozenset({DONE, FAILED, CANCELLED})
 
 
-class QueueFull(Exception):
+class QueueFull(InferenceServerError):
     def __init__(self, message: str, retry_after: int):
         super().__init__(message)
         self.retry_after = retry_after
 
 
-class JobIdInUse(Exception):
+class JobIdInUse(InferenceServerError):
     pass
 
 
-class ShuttingDown(Exception):
+class ShuttingDown(InferenceServerError):
     pass
 
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from . import base
 from .base import AnalyzeOptions, BackendError, CancelToken, ProgressFn, no_progress
-from ..protocol.messages import ProtocolError
+from ..protocol.messages import MessageError
+from ..errors import InferenceServerError
 
 ECHO = "echo"
 KNOWN_TASKS = ("seg", "normal", "depth", "pose")
@@ -28,7 +29,7 @@ MAP_INPUTS = [
 ]
 
 
-class NotLoaded(Exception):
+class NotLoaded(InferenceServerError):
     """The model is not loaded and the server does not load on demand (HTTP 409)."""
 
 
@@ -172,24 +173,24 @@ def parse_options(parameters: dict) -> AnalyzeOptions:
         if isinstance(tasks, str):
             tasks = [t.strip() for t in tasks.split(",") if t.strip()]
         if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
-            raise ProtocolError("parameter 'tasks' must be a comma-separated string, e.g. 'seg,depth'")
+            raise MessageError("parameter 'tasks' must be a comma-separated string, e.g. 'seg,depth'")
         unknown = [t for t in tasks if t not in KNOWN_TASKS]
         if unknown:
-            raise ProtocolError(f"unknown task(s) {unknown}; known: {', '.join(KNOWN_TASKS)}")
+            raise MessageError(f"unknown task(s) {unknown}; known: {', '.join(KNOWN_TASKS)}")
         opts.tasks = tuple(dict.fromkeys(tasks))
     side = parameters.get("max_side")
     if side is not None:
         if isinstance(side, str) and side.isdigit():
             side = int(side)
         if not isinstance(side, int) or isinstance(side, bool) or not 16 <= side <= 16384:
-            raise ProtocolError(f"parameter 'max_side' must be an integer in 16..16384, got {side!r}")
+            raise MessageError(f"parameter 'max_side' must be an integer in 16..16384, got {side!r}")
         opts.max_side = side
     flip = parameters.get("flip_test")
     if flip is not None:
         if isinstance(flip, str) and flip.lower() in ("true", "false", "1", "0"):
             flip = flip.lower() in ("true", "1")
         if not isinstance(flip, bool):
-            raise ProtocolError(f"parameter 'flip_test' must be true or false, got {flip!r}")
+            raise MessageError(f"parameter 'flip_test' must be true or false, got {flip!r}")
         opts.flip_test = flip
     return opts
 

@@ -21,7 +21,7 @@ from ..dataplane.infer import prepare_echo, prepare_maps, prepare_tensors
 from ..dataplane.jobs import FINISHED, JobIdInUse, JobManager, QueueFull, ShuttingDown
 from ..dataplane.models import ECHO, ModelSlot, NotLoaded, model_metadata
 from ..processing.image_io import DEFAULT_MAX_PIXELS, ImageError
-from ..protocol.messages import DATATYPES, MAX_ID, ProtocolError, parse_infer_request
+from ..protocol.messages import DATATYPES, MAX_ID, MessageError, parse_infer_request
 from .security import BodyTooLarge, GuardMiddleware, allowed_hosts
 
 log = logging.getLogger("inference_server")
@@ -74,7 +74,7 @@ def error(status: int, message: str, headers: dict | None = None) -> JSONRespons
 
 # Exception -> (status, message): one place decides what every failure looks like on the wire.
 def _error_for(exc: Exception) -> JSONResponse:
-    if isinstance(exc, (ProtocolError, ImageError, BackendError)):
+    if isinstance(exc, (MessageError, ImageError, BackendError)):
         return error(exc.status, str(exc))
     if isinstance(exc, Cancelled):
         return error(499, str(exc) or "request cancelled")
@@ -138,7 +138,7 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
                           f"server's limit of {config.max_json_bytes}; send large tensors as "
                           f"binary data (binary tensor data extension)")
 
-    for exc_type in (Exception, StarletteHTTPException, BodyTooLarge, ProtocolError, ImageError):
+    for exc_type in (Exception, StarletteHTTPException, BodyTooLarge, MessageError, ImageError):
         app.add_exception_handler(exc_type, lambda request, exc: _error_for(exc))
 
     def names() -> list[str]:
@@ -193,7 +193,7 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
         try:
             header_length = None if raw_length is None else int(raw_length)
         except ValueError:
-            raise ProtocolError(f"Inference-Header-Content-Length {raw_length!r} is not an integer")
+            raise MessageError(f"Inference-Header-Content-Length {raw_length!r} is not an integer")
         declared = request.headers.get("content-length")
         json_part = header_length if header_length is not None else (
             int(declared) if declared and declared.isdigit() else None)
@@ -261,9 +261,9 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
         try:
             parsed = json.loads(raw)
         except (ValueError, RecursionError) as exc:  # bad UTF-8/JSON, 5,000-digit numbers
-            raise ProtocolError(f"body is not valid JSON: {exc}") from None
+            raise MessageError(f"body is not valid JSON: {exc}") from None
         if not isinstance(parsed, dict):
-            raise ProtocolError("the JSON body must be an object")
+            raise MessageError("the JSON body must be an object")
         return parsed
 
     @app.post("/v2/repository/models/{name}/load")
@@ -272,7 +272,7 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
         params = (await _json_body(request)).get("parameters") or {}
         job_id = params.get("job_id") if isinstance(params, dict) else None
         if job_id is not None and (not isinstance(job_id, str) or not 0 < len(job_id) <= MAX_ID):
-            raise ProtocolError(f"parameters.job_id must be a string of 1..{MAX_ID} characters")
+            raise MessageError(f"parameters.job_id must be a string of 1..{MAX_ID} characters")
         if slot is None:
             return {}
         job = jobs.admit(job_id or f"load:{name}", "load", name)

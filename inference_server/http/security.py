@@ -13,12 +13,14 @@ import os
 import stat
 from pathlib import Path
 
+from ..errors import InferenceServerError
+
 PUBLIC_PATHS = frozenset({"/v2/health/live", "/v2/health/ready"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 MAX_HEADERS = 100  # header lines per request (their bytes are bounded in connection_guard.py)
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(InferenceServerError):
     """Raised from ``receive`` when a streamed (chunked) body passes the cap."""
 
     def __init__(self, limit: int):

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import InferenceServerError
+
 try:  # tritonclient maps BF16 to ml_dtypes.bfloat16; without it BF16 stays raw uint16 bits
     from ml_dtypes import bfloat16 as _BF16
 except ImportError:  # pragma: no cover - ml_dtypes ships with tritonclient/jax, not required
@@ -44,8 +46,9 @@ _NONFINITE_IN = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": 
                  "-Infinity": -math.inf, "-inf": -math.inf}
 
 
-class ProtocolError(ValueError):
-    """A malformed v2 message; the text is the human-readable reason (HTTP 400)."""
+class MessageError(InferenceServerError, ValueError):
+    """A malformed v2 message; the text is the human-readable reason (HTTP 400). The client's
+    counterpart, a malformed answer, is sapiens_blender.core.errors.ProtocolError."""
 
     status = 400
 
@@ -91,7 +94,7 @@ def datatype_of(array: np.ndarray) -> str:
     for name, candidate in NUMPY_DTYPES.items():
         if name not in ("BYTES", "BF16") and dt.newbyteorder("<") == candidate.newbyteorder("<"):
             return name
-    raise ProtocolError(f"numpy dtype {dt} has no v2 datatype")
+    raise MessageError(f"numpy dtype {dt} has no v2 datatype")
 
 
 def tensor(name: str, array, datatype: str | None = None, **parameters) -> Tensor:
@@ -112,18 +115,18 @@ def tensor(name: str, array, datatype: str | None = None, **parameters) -> Tenso
 
 def _check_datatype(datatype) -> None:
     if datatype not in NUMPY_DTYPES:
-        raise ProtocolError(
+        raise MessageError(
             f"unknown datatype {datatype!r}; expected one of {', '.join(DATATYPES)}")
 
 
 def _check_shape(name: str, shape) -> tuple[int, ...]:
     if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(
             isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        raise ProtocolError(
+        raise MessageError(
             f"tensor {name!r}: shape must be a list of at most {MAX_DIMS} non-negative integers, "
             f"got {shape!r}")
     if any(d > MAX_DIM for d in shape) or math.prod(max(d, 1) for d in shape) > MAX_ELEMENTS:
-        raise ProtocolError(
+        raise MessageError(
             f"tensor {name!r}: shape {shape!r} is too large (each dimension at most {MAX_DIM}, "
             f"at most {MAX_ELEMENTS} elements)")
     return tuple(shape)
@@ -154,34 +157,34 @@ def from_bytes(name: str, datatype: str, shape: tuple[int, ...], raw: memoryview
         return _bytes_elements(name, shape, count, raw)
     expected = count * NUMPY_DTYPES[datatype].itemsize
     if len(raw) != expected:
-        raise ProtocolError(
+        raise MessageError(
             f"tensor {name!r}: binary_data_size is {len(raw)} bytes but shape {list(shape)} of "
             f"{datatype} needs {expected}")
     arr = np.frombuffer(raw, dtype=NUMPY_DTYPES[datatype], count=count)
     if datatype == "BOOL" and count and int(arr.view(np.uint8).max()) > 1:
-        raise ProtocolError(f"tensor {name!r}: BOOL bytes must be 0 or 1")
+        raise MessageError(f"tensor {name!r}: BOOL bytes must be 0 or 1")
     return arr.reshape(shape)
 
 
 def _bytes_elements(name: str, shape, count: int, raw: memoryview) -> np.ndarray:
     if count * 4 > len(raw):
-        raise ProtocolError(
+        raise MessageError(
             f"tensor {name!r}: {count} BYTES elements need at least {count * 4} bytes, "
             f"got {len(raw)}")
     out = np.empty(count, dtype=object)
     pos, end = 0, len(raw)
     for i in range(count):
         if pos + 4 > end:
-            raise ProtocolError(f"tensor {name!r}: BYTES element {i} runs past the data")
+            raise MessageError(f"tensor {name!r}: BYTES element {i} runs past the data")
         (length,) = struct.unpack_from("<I", raw, pos)
         pos += 4
         if pos + length > end:
-            raise ProtocolError(
+            raise MessageError(
                 f"tensor {name!r}: BYTES element {i} claims {length} bytes, only {end - pos} left")
         out[i] = bytes(raw[pos:pos + length])
         pos += length
     if pos != end:
-        raise ProtocolError(
+        raise MessageError(
             f"tensor {name!r}: {end - pos} bytes left after its {count} BYTES elements")
     return out.reshape(shape)
 
@@ -191,7 +194,7 @@ def _bytes_elements(name: str, shape, count: int, raw: memoryview) -> np.ndarray
 def _flatten(name: str, data, shape: tuple[int, ...]) -> list:
     """Flat row-major list from flat or nested JSON data; checks the element count."""
     if not isinstance(data, list):
-        raise ProtocolError(f"tensor {name!r}: data must be a JSON array")
+        raise MessageError(f"tensor {name!r}: data must be a JSON array")
     flat = data
     if any(isinstance(x, list) for x in data):
         # Iterative, so a deeply nested body cannot exhaust the recursion limit.
@@ -200,44 +203,44 @@ def _flatten(name: str, data, shape: tuple[int, ...]) -> list:
             node, depth = stack.pop()
             if isinstance(node, list):
                 if depth > MAX_DIMS:
-                    raise ProtocolError(f"tensor {name!r}: data nested deeper than {MAX_DIMS}")
+                    raise MessageError(f"tensor {name!r}: data nested deeper than {MAX_DIMS}")
                 stack.extend((x, depth + 1) for x in reversed(node))
             else:
                 flat.append(node)
     count = math.prod(shape)
     if len(flat) != count:
-        raise ProtocolError(
+        raise MessageError(
             f"tensor {name!r}: data has {len(flat)} elements but shape {list(shape)} needs {count}")
     return flat
 
 
 def from_json(name: str, datatype: str, shape: tuple[int, ...], data, parameters: dict) -> np.ndarray:
     if datatype == "BF16":
-        raise ProtocolError(f"tensor {name!r}: BF16 can only travel as binary data")
+        raise MessageError(f"tensor {name!r}: BF16 can only travel as binary data")
     flat = _flatten(name, data, shape)
     if datatype == "BYTES":
         b64 = parameters.get("content_type") == "base64"
         out = np.empty(len(flat), dtype=object)
         for i, item in enumerate(flat):
             if not isinstance(item, str):
-                raise ProtocolError(f"tensor {name!r}: BYTES elements must be strings in JSON")
+                raise MessageError(f"tensor {name!r}: BYTES elements must be strings in JSON")
             try:
                 out[i] = base64.b64decode(item, validate=True) if b64 else item.encode("utf-8")
             except (binascii.Error, UnicodeEncodeError) as exc:
-                raise ProtocolError(f"tensor {name!r}: element {i} is not valid: {exc}") from None
+                raise MessageError(f"tensor {name!r}: element {i} is not valid: {exc}") from None
         return out.reshape(shape)
     dtype = NUMPY_DTYPES[datatype]
     kind = dtype.kind
     if kind == "b":
         if not all(type(x) is bool or (type(x) is int and x in (0, 1)) for x in flat):
-            raise ProtocolError(f"tensor {name!r}: BOOL data must be true/false")
+            raise MessageError(f"tensor {name!r}: BOOL data must be true/false")
         return np.array(flat, dtype=bool).reshape(shape)
     if kind in "iu":
         if not all(type(x) is int for x in flat):
-            raise ProtocolError(f"tensor {name!r}: {datatype} data must be integers")
+            raise MessageError(f"tensor {name!r}: {datatype} data must be integers")
         info = np.iinfo(dtype)
         if flat and (min(flat) < info.min or max(flat) > info.max):
-            raise ProtocolError(f"tensor {name!r}: value out of range for {datatype}")
+            raise MessageError(f"tensor {name!r}: value out of range for {datatype}")
         return np.array(flat, dtype=dtype).reshape(shape)
     # floats: numbers, or NaN/Infinity as strings (and as JSON's non-standard literals)
     values = []
@@ -247,11 +250,11 @@ def from_json(name: str, datatype: str, shape: tuple[int, ...], data, parameters
         elif isinstance(x, str) and x in _NONFINITE_IN:
             values.append(_NONFINITE_IN[x])
         else:
-            raise ProtocolError(f"tensor {name!r}: {datatype} data must be numbers, got {x!r}")
+            raise MessageError(f"tensor {name!r}: {datatype} data must be numbers, got {x!r}")
     try:
         as_float = np.array(values, dtype=np.float64)
     except OverflowError:  # an integer beyond any float
-        raise ProtocolError(f"tensor {name!r}: a value is out of range for {datatype}") from None
+        raise MessageError(f"tensor {name!r}: a value is out of range for {datatype}") from None
     with np.errstate(over="ignore"):
         return as_float.astype(dtype).reshape(shape)
 
@@ -259,7 +262,7 @@ def from_json(name: str, datatype: str, shape: tuple[int, ...], data, parameters
 def to_json(t: Tensor) -> tuple[list, dict]:
     """Flat JSON data of a tensor and the parameters it needs (BYTES base64 marker)."""
     if t.datatype == "BF16":
-        raise ProtocolError(f"tensor {t.name!r}: BF16 can only travel as binary data")
+        raise MessageError(f"tensor {t.name!r}: BF16 can only travel as binary data")
     if t.datatype == "BYTES":
         items = t.array.reshape(-1).tolist()
         try:

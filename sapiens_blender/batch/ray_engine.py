@@ -35,11 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .plan import is_photo
+from ..core.errors import SapiensError
 
 INSTALL_HINT = "the Ray engine needs Ray: pip install 'sapiens-blender[cluster]'"
 
 
-class RayEngineError(RuntimeError):
+class RayEngineError(SapiensError, RuntimeError):
     """The cluster cannot run the batch at all (Ray missing, address unreachable)."""
 
 

@@ -10,12 +10,13 @@ numpy + stdlib only (previews use the bundled PNG writer).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+
+from .server_args import TOKEN_HELP, server_token
 
 DEFAULT_MODEL = "auto"
 TASKS = ("seg", "normal", "depth", "pose")
@@ -41,7 +42,7 @@ def register(subparsers) -> None:
     p.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16", "int8"), default=None,
                    help="precision of a server started for this run (default auto)")
     p.add_argument("--server", metavar="URL", help="use this running server instead of starting one")
-    p.add_argument("--token", help="the server's token (default: $SAPIENS_TOKEN)")
+    p.add_argument("--token", help=TOKEN_HELP)
     p.add_argument("--python", metavar="EXE", help="Python interpreter for a started server (default: this one)")
     p.add_argument("--no-previews", action="store_true", help="write only the .npz files")
     p.add_argument("--fit", action="store_true",
@@ -170,7 +171,7 @@ def run(args) -> int:
             if args.device or args.precision:
                 print("note: --device/--precision apply to a server started here, not to --server",
                       file=sys.stderr)
-            client = V2Client(args.server, args.token or os.environ.get("SAPIENS_TOKEN"))
+            client = V2Client(args.server, server_token(args))
         else:
             from ..core.local_server.process import ServerProcess
 

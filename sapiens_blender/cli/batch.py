@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..batch.plan import FORMATS, is_photo, plan_batch
 from .build import add_geometry_arguments, check_geometry_args, option_values
+from .server_args import TOKEN_HELP, server_token
 
 ENGINES = ("local", "ray")
 
@@ -46,7 +47,7 @@ def register(subparsers) -> None:
                    help="builder processes (default: half the CPU cores, at most 4)")
     p.add_argument("--model", default=None, help="model for photos (default: auto)")
     p.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
-    p.add_argument("--token", help="the server's token (with --server)")
+    p.add_argument("--token", help=TOKEN_HELP)
     p.add_argument("--force", action="store_true", help="rebuild inputs whose outputs already exist")
     p.add_argument("--backend-module", action="append", default=[], metavar="MODULE",
                    help="import MODULE to register extra inference backends (repeatable)")
@@ -194,7 +195,7 @@ def _sigterm_interrupts():
 def _server(args):
     """({'url', 'token', 'process'}, None) or (None, why the server is unavailable)."""
     if args.server:
-        return {"url": args.server, "token": args.token}, None
+        return {"url": args.server, "token": server_token(args)}, None
     from ..core.errors import SapiensServerError
     from ..core.local_server.process import ServerProcess
 

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from .server_args import TOKEN_HELP, server_token
+
 EXPORT_SUFFIXES = (".blend", ".glb", ".gltf", ".fbx")
 
 
@@ -27,7 +29,7 @@ def register(subparsers) -> None:
     src.add_argument("--joints", metavar="JOINTS.json", help="3D joints per person (docs/maps_format.md)")
     src.add_argument("--model", default=None, help="model for the analysis (default: auto)")
     src.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
-    src.add_argument("--token", help="the server's token (with --server)")
+    src.add_argument("--token", help=TOKEN_HELP)
     src.add_argument("--save-maps", metavar="MAPS.npz",
                      help="also keep the analysed maps (with the body fit when --body fitted one)")
     p.add_argument("--save-joints", metavar="JOINTS.json",
@@ -143,7 +145,8 @@ def run(args) -> int:
         check_writable([*args.output, *(p for p in (args.save_maps, args.report) if p)])
         api.new_scene()
         maps, name, analysis_s = load_input(args)
-        result = api.build_from_maps(maps, options_from_args(args, name), server=args.server, token=args.token)
+        result = api.build_from_maps(maps, options_from_args(args, name), server=args.server,
+                                     token=server_token(args))
         export_s = time.perf_counter()
         written = api.export_all(args.output, result)  # all or none
         result.timings["export"] = time.perf_counter() - export_s
@@ -187,8 +190,8 @@ def load_input(args):
 
         return load_lite_maps(args.lite_dir, photo.stem, read_photo(photo)), photo.stem, None
     start = time.perf_counter()
-    maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server, token=args.token,
-                       fit=bool(args.body))
+    maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server,
+                       token=server_token(args), fit=bool(args.body))
     if args.save_maps:  # right away: a failing build loses no analysis
         maps.save(args.save_maps)
     return maps, photo.stem, time.perf_counter() - start

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from . import extension_wheels
 from .extension_wheels import WheelError
+from ..core.errors import SapiensError
 
 MANIFEST = "blender_manifest.toml"
 SERVER_DIR = "server_src"  # must match core/local_server/process.py default_source_root()
@@ -37,7 +38,7 @@ WHEELS_DIR = "wheels"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".*")
 
 
-class PackagingError(RuntimeError):
+class PackagingError(SapiensError, RuntimeError):
     """The extension could not be built or did not validate; the message says why."""
 
 

@@ -17,10 +17,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..errors import SapiensError
+
 TEMPLATE_PREFIX, FIT_PREFIX = "body_", "fit_"
 
 
-class BodyError(ValueError):
+class BodyError(SapiensError, ValueError):
     """The body data is malformed or does not match its template; the message says which."""
 
 

@@ -21,6 +21,8 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..errors import SapiensError
+
 TEMP_MARK = ".sapiens-tmp"
 # Temporary names of earlier versions (mkstemp-based writers), cleaned the same way.
 _LEGACY_PATTERNS = (".*.npz.tmp", ".*.json.tmp", ".*.png.tmp")
@@ -110,7 +112,7 @@ def remove_stale_temp_files(folder: str | os.PathLike) -> list[Path]:
     return removed
 
 
-class OutputNotWritable(OSError):
+class OutputNotWritable(SapiensError, OSError):
     """An output cannot be written; the message is one line naming the path and why."""
 
 

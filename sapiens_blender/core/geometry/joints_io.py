@@ -17,11 +17,12 @@ from ..maps.goliath import KEYPOINT_INDEX
 from ..files.safe_read import read_json
 from .joints_fill import DERIVED_JOINTS, JointSet, fill_and_derive
 from .types import Joint
+from ..errors import SapiensError
 
 KNOWN_NAMES = frozenset(KEYPOINT_INDEX) | frozenset(DERIVED_JOINTS)
 
 
-class JointsFileError(ValueError):
+class JointsFileError(SapiensError, ValueError):
     """The joints file is malformed; the message says where."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..text_enum import TextEnum
+from ..errors import SapiensError
 
 
 class JobState(TextEnum):
@@ -34,7 +35,7 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED = JobState
 FINISHED_STATES = (DONE, FAILED, CANCELLED)
 
 
-class JobCancelled(Exception):
+class JobCancelled(SapiensError):
     """Raised inside the work function when the user cancelled the job."""
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..errors import SapiensError
+
 REQUIREMENTS_DIR = Path(__file__).resolve().parents[2] / "data"
 
 
@@ -52,7 +54,7 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 COMPLETE_MARKER = "sapiens_env.json"
 
 
-class EnvSetupError(RuntimeError):
+class EnvSetupError(SapiensError, RuntimeError):
     """The environment could not be created; the message says what to do, `log` where to look."""
 
     def __init__(self, message: str, log: Path | None = None):

@@ -20,6 +20,7 @@ import numpy as np
 from ..files.atomic import atomic_write
 from .goliath import KEYPOINT_NAMES
 from ..files.safe_read import open_regular
+from ..errors import SapiensError
 
 NUM_KEYPOINTS = len(KEYPOINT_NAMES)
 
@@ -27,7 +28,7 @@ NUM_KEYPOINTS = len(KEYPOINT_NAMES)
 MAX_PIXELS = 8192 * 8192
 
 
-class MapsError(ValueError):
+class MapsError(SapiensError, ValueError):
     """The maps are malformed: wrong keys, shapes, dtypes or values. The message says which."""
 
 

@@ -18,9 +18,10 @@ import numpy as np
 
 from ..files.atomic import temp_path_for
 from .clip import Animation
+from ..errors import SapiensError
 
 
-class AnimationJointsError(ValueError):
+class AnimationJointsError(SapiensError, ValueError):
     """The animation joints file is malformed; the message says where."""
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from inference_server.protocol import messages as protocol
 import v2_messages
-from inference_server.protocol.messages import ProtocolError, Tensor, tensor
+from inference_server.protocol.messages import MessageError, Tensor, tensor
 from server_harness import assert_same, sample
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -32,10 +32,10 @@ def test_every_datatype_round_trips(datatype, binary):
 def test_bf16_is_binary_only():
     t = tensor("b", sample("BF16"), "BF16")
     assert t.array.dtype == ml_dtypes.bfloat16
-    with pytest.raises(ProtocolError, match="BF16 can only travel as binary"):
+    with pytest.raises(MessageError, match="BF16 can only travel as binary"):
         protocol.to_json(t)
     body = json.dumps({"inputs": [{"name": "b", "datatype": "BF16", "shape": [1], "data": [1.0]}]})
-    with pytest.raises(ProtocolError, match="BF16"):
+    with pytest.raises(MessageError, match="BF16"):
         protocol.parse_infer_request(body.encode(), None)
 
 
@@ -99,7 +99,7 @@ BAD = {
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_malformed_json_requests(case):
     body, hlen, message = BAD[case]
-    with pytest.raises(ProtocolError, match=message):
+    with pytest.raises(MessageError, match=message):
         protocol.parse_infer_request(body, hlen)
 
 
@@ -107,24 +107,24 @@ def test_binary_framing_errors():
     meta = [{"name": "x", "datatype": "FP32", "shape": [2], "parameters": {"binary_data_size": 8}}]
     body, hlen = _binary_body(meta, b"\0" * 8)
     assert protocol.parse_infer_request(body, hlen).inputs[0].array.tolist() == [0.0, 0.0]
-    with pytest.raises(ProtocolError, match="body has"):
+    with pytest.raises(MessageError, match="body has"):
         protocol.parse_infer_request(body, len(body) + 1)  # header longer than the body
-    with pytest.raises(ProtocolError, match="runs past"):
+    with pytest.raises(MessageError, match="runs past"):
         protocol.parse_infer_request(body[:-1], hlen)
-    with pytest.raises(ProtocolError, match="not claimed"):
+    with pytest.raises(MessageError, match="not claimed"):
         protocol.parse_infer_request(body + b"\0", hlen)
     wrong = [{**meta[0], "parameters": {"binary_data_size": 4}}]
-    with pytest.raises(ProtocolError, match="needs 8"):
+    with pytest.raises(MessageError, match="needs 8"):
         protocol.parse_infer_request(*_binary_body(wrong, b"\0" * 4))
-    with pytest.raises(ProtocolError, match="Inference-Header-Content-Length is missing"):
+    with pytest.raises(MessageError, match="Inference-Header-Content-Length is missing"):
         protocol.parse_infer_request(json.dumps({"inputs": meta}).encode(), None)
     bad_bool = [{"name": "b", "datatype": "BOOL", "shape": [1],
                  "parameters": {"binary_data_size": 1}}]
-    with pytest.raises(ProtocolError, match="0 or 1"):
+    with pytest.raises(MessageError, match="0 or 1"):
         protocol.parse_infer_request(*_binary_body(bad_bool, b"\x07"))
     strings = [{"name": "s", "datatype": "BYTES", "shape": [1],
                 "parameters": {"binary_data_size": 6}}]
-    with pytest.raises(ProtocolError, match="claims 9 bytes"):
+    with pytest.raises(MessageError, match="claims 9 bytes"):
         protocol.parse_infer_request(*_binary_body(strings, b"\x09\0\0\0ab"))
 
 
