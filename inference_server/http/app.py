@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The v2 HTTP routes (FastAPI). Guards live in security.py, work in dataplane/infer.py and dataplane/jobs.py."""
+"""The v2 HTTP routes (FastAPI). Guards live in security.py, the work in dataplane/ (infer.py, jobs.py)."""
 
 from __future__ import annotations
 

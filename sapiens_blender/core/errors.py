@@ -4,8 +4,9 @@ inference client and the server process manager.
 
 Every error the add-on, its CLI and its API raise on purpose derives from ``SapiensError`` (the
 others keep their builtin base too, e.g. ``MapsError`` is a ``ValueError``), so a caller can catch
-the project's errors in one clause. Every message is a full sentence a user can act on (the UI shows ``str(error)`` as is); the
-technical detail (HTTP status, the server's own message, its log tail) rides along as attributes.
+the project's errors in one clause. Every message is a full sentence a user can act on (the UI
+shows ``str(error)`` as is); the technical detail (HTTP status, the server's own message, its log
+tail) rides along as attributes.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ class BuildOptions:
     joints: dict[int, dict[str, Joint]] | None = None  # 3D joints per person id (a joints file)
     make_active_camera: bool = True
     lighting: bool = True  # a world and a sun from the photo where the scene has none (renders not black)
-    rig_names: str = "anny"  # the fitted body's bone names: 'anny', 'rigify', 'mixamo' or 'unreal' (core/body/rig_names.py)
+    rig_names: str = "anny"  # the fitted body's bone names: 'anny', 'rigify', 'mixamo' or 'unreal' (body/rig_names.py)
     # Bone heat runs on a coarser proxy of the surface above this many vertices (then the weights
     # are transferred): it costs ~5 s at 19k vertices and ~36 s at 77k.
     bone_heat_max_vertices: int = 20000
