@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from repo_paths import REPO, SUPPORT
 
 bpy = pytest.importorskip("bpy")
 import addon_utils  # noqa: E402  (ships with bpy)
