@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..body.records import BodyFit, BodyTemplate, attach_body, scalar_str
 from ..body.cache import load_cached_template, save_cached_template
+from ..body.records import BodyFit, BodyTemplate, attach_body, scalar_str
+from . import analysis
 
 
 def fit_maps(client, maps, progress=None, cancel_event=None, timeout: float | None = None,
@@ -16,8 +17,6 @@ def fit_maps(client, maps, progress=None, cancel_event=None, timeout: float | No
     these mask ids); the template comes from the user cache when its version is there, else from
     the server (then cached). Returns ``(maps, notes)``: notes name the people the server could
     not fit."""
-    from . import analysis
-
     arrays = analysis.fit_body(client, maps, people=people, progress=progress, cancel_event=cancel_event,
                                timeout=timeout)
     notes = [str(s) for s in np.asarray(arrays.get("skipped", [])).reshape(-1)]
@@ -30,8 +29,6 @@ def fit_maps(client, maps, progress=None, cancel_event=None, timeout: float | No
 def template_for(client, fit_arrays, timeout: float | None = None) -> BodyTemplate:
     """The template a fit's arrays were made with: from the user cache when its version is there,
     else from the server (then cached)."""
-    from . import analysis
-
     version = scalar_str(fit_arrays.get("body_version", ""))
     template = load_cached_template(version) if version else None
     if template is None:
