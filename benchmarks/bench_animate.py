@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A clip -> an animated, exported rig, end to end, frames per second.
 
-Input: the bundled astronaut panned along a smooth path (tests/server/astronaut_clip.py), 512 px
+Input: the bundled astronaut panned along a smooth path (tests/support/astronaut_clip.py), 512 px
 frames, written as an MJPG .avi (decoded by OpenCV while streaming). Pipeline: decode, analysis
 through a local inference server (`--model`, default the offline `mediapipe` backend), lifting,
 tracking, smoothing, rig, Blender build and bake, .glb export (what ``api.animate`` runs), per
@@ -24,7 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "server"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 GOAL_FPS = 4.0
 
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from sapiens_blender.core.motion.body_drive import drive_bodies, server_body_driver
     from sapiens_blender.core.motion.sources import open_source
     from sapiens_blender.core.motion.stream import run_clip, server_analyzer
-    from sapiens_blender.core.server_process import ServerProcess
+    from sapiens_blender.core.local_server.process import ServerProcess
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp, ServerProcess() as server:

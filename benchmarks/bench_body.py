@@ -2,7 +2,7 @@
 """Building one fitted body in bpy, per stage, and writing its skin weights vectorised vs naive.
 
 The body is the fit's own body model (anny, 13,718 vertices, 104 bones, up to 9 weights per
-vertex) posed and dressed as in tests/body/body_scenes.py ("dressed", 480x360 maps). Stages:
+vertex) posed and dressed as in tests/support/body_scenes.py ("dressed", 480x360 maps). Stages:
 clothing thickness and texture bake (numpy), then mesh, armature, weights, pose (bpy). Weights:
 ours (one float attribute per bone, foreach_set, converted to a vertex group in C: exact) vs
 one ``VertexGroup.add`` per vertex and bone, the common way, on the same data.
@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "body"), str(REPO / "tests" / "groundtruth")]
+sys.path[:0] = [str(REPO), str(REPO / "tests" / "support")]
 
 import bpy  # noqa: E402
 
 import body_scenes  # noqa: E402
 from sapiens_blender.blender import body  # noqa: E402
-from sapiens_blender.core import body_dressing, body_surface  # noqa: E402
+from sapiens_blender.core.body import dressing as body_dressing, surface as body_surface  # noqa: E402
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:

@@ -24,7 +24,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "blender"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 import bpy  # noqa: E402
 

@@ -18,8 +18,9 @@ import bpy  # noqa: F401 - the bpy module must be importable
 
 from sapiens_blender import api
 from sapiens_blender.blender import pipeline
-from sapiens_blender.core.maps import Maps
-from sapiens_blender.core.step_jobs import StepJob
+from sapiens_blender.core.maps.canonical import Maps
+from sapiens_blender.core.build.options import PRODUCTS, BuildOptions
+from sapiens_blender.core.jobs.stepped import StepJob
 
 
 def main() -> None:
@@ -34,13 +35,13 @@ def main() -> None:
 
         maps = api.analyze(sample_photo_path(), model="mediapipe")
     for stride in args.stride or [1, 2]:
-        options = pipeline.BuildOptions(name="bench", stride=stride)
+        options = BuildOptions(name="bench", stride=stride)
         api.new_scene()
         started = time.perf_counter()
         whole = api.build_from_maps(maps, options)
         one_call = time.perf_counter() - started
         api.new_scene()
-        job = StepJob("build", lambda: pipeline.iter_build_products(maps, pipeline.PRODUCTS, options))
+        job = StepJob("build", lambda: pipeline.iter_build_products(maps, PRODUCTS, options))
         job.run_blocking()
         stage, longest = job.longest_step()
         over = [f"{s} {t:.2f}" for s, t in job.step_seconds if t > 0.2]

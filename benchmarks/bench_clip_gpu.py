@@ -233,7 +233,7 @@ def analyse_frames(run, frames: list, batch: int, in_flight: int, on_batch=None)
     """index -> Maps for ``frames`` (core.motion.sources.Frame), ``batch`` per forward, ``in_flight``
     batches at once; ``on_batch(frames, maps)`` as each batch completes (in its thread)."""
     from inference_server.processing.image_io import decode_image
-    from sapiens_blender.core.analysis import maps_from_outputs
+    from sapiens_blender.core.remote.analysis import maps_from_outputs
 
     def one(chunk):
         outputs = run([decode_image(f.data) for f in chunk])
@@ -317,7 +317,7 @@ def main(argv=None) -> int:
     import torch
 
     from bench_sapiens import _overlapped_runner, _peak_memory, _synchronize
-    from inference_server.backends.base import AnalyzeOptions
+    from inference_server.dataplane.base import AnalyzeOptions
     from sapiens_blender.core.motion.sources import FrameRange, open_source
 
     args = _args(argv)

@@ -30,12 +30,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))  # gltf_reader: an independent .glb reader
+sys.path.insert(0, str(REPO / "tests" / "support"))  # gltf_reader: an independent .glb reader
 
 from sapiens_blender.cli import build_parser  # noqa: E402
 from sapiens_blender.cli.batch import Progress  # noqa: E402
-from sapiens_blender.core.engines.plan import plan_batch  # noqa: E402
-from sapiens_blender.core.engines.ray_engine import RayOptions, run_on_ray  # noqa: E402
+from sapiens_blender.batch.plan import plan_batch  # noqa: E402
+from sapiens_blender.batch.ray_engine import RayOptions, run_on_ray  # noqa: E402
 
 
 def make_photos(folder: Path, count: int, side: int) -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "groundtruth"), str(ROOT / "tests" / "fit")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
 
 def _sync(device) -> None:
@@ -123,7 +123,7 @@ def save_cases(names, folder: Path) -> None:
 
 
 def load_case(name: str, folder: Path):
-    from sapiens_blender.core.maps import Maps
+    from sapiens_blender.core.maps.canonical import Maps
 
     maps = Maps.load(folder / f"{name}.npz")
     return maps, [_Truth(j) for j in json.loads((folder / f"{name}.json").read_text())]

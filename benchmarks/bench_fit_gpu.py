@@ -38,7 +38,7 @@ UPPER_BODY_ONLY = ("half_body", "portrait")
 
 
 def _load_case(folder: Path, name: str):
-    from sapiens_blender.core.maps import Maps
+    from sapiens_blender.core.maps.canonical import Maps
 
     maps = Maps.load(folder / f"{name}.npz")
     truth = json.loads((folder / f"{name}.json").read_text())

@@ -20,7 +20,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "core"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from geometry_fixtures import sphere_maps  # noqa: E402
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from PIL import Image  # noqa: E402
 
-from inference_server.backends.base import AnalyzeOptions  # noqa: E402
+from inference_server.dataplane.base import AnalyzeOptions  # noqa: E402
 from inference_server.backends.mediapipe_cpu import MediaPipeBackend  # noqa: E402
 from inference_server.processing.image_io import decode_image  # noqa: E402
 from sapiens_blender.data import sample_photo_path  # noqa: E402

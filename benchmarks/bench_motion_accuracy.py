@@ -4,11 +4,11 @@
 The tests check one draw of each clip (seed 0); this runs the same clips with other seeds, to
 show how much the figures move with the noise:
 
-- real clip (tests/server/astronaut_clip.py): the bundled astronaut panned along a known path,
+- real clip (tests/support/astronaut_clip.py): the bundled astronaut panned along a known path,
   JPEG frames with brightness flicker (the seed draws the flicker), analysed once through a
   local server with the offline ``mediapipe`` backend; mean distance (px) of the projected joints
   from the known motion. Goal <= 3 px.
-- ground truth (tests/groundtruth/motion_clip.py): an anny body moving for 48 frames with
+- ground truth (tests/support/motion_clip.py): an anny body moving for 48 frames with
   per-frame keypoint and depth noise (the seed draws the noise); MPJPE (mm) of the 12 limb
   joints and the acceleration error against lifting each frame alone. Goals <= 20 mm, >= 10x.
 
@@ -31,8 +31,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "server"))
-sys.path.insert(0, str(REPO / "tests" / "groundtruth"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 MODES = ("per frame", "lag 2", "offline")
 
@@ -74,7 +73,7 @@ def real_clip(seeds: list[int]) -> dict:
 
     from sapiens_blender.core.motion.sources import ImageFolder
     from sapiens_blender.core.motion.stream import server_analyzer
-    from sapiens_blender.core.server_process import ServerProcess
+    from sapiens_blender.core.local_server.process import ServerProcess
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp, ServerProcess() as server:

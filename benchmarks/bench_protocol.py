@@ -24,10 +24,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "server"))  # the client-side message helpers
+sys.path.insert(0, str(REPO / "tests" / "support"))  # the client-side message helpers
 
 import v2_messages  # noqa: E402
-from inference_server import protocol  # noqa: E402
+from inference_server.protocol import messages as protocol  # noqa: E402
 
 
 def start_server(token: str, http: str) -> tuple[subprocess.Popen, int]:

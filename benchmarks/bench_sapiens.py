@@ -295,7 +295,7 @@ def main(argv=None) -> int:
     import torch
 
     from inference_server.backends import devices
-    from inference_server.backends.base import AnalyzeOptions
+    from inference_server.dataplane.base import AnalyzeOptions
     from inference_server.backends.sapiens2 import FLOAT32_HEADS, Sapiens2Backend
     from inference_server.backends.settings import SapiensSettings
 

@@ -164,7 +164,7 @@ def now(outputs):
     import torch
 
     from inference_server.backends import sapiens_pipeline as sp
-    from inference_server.backends.base import AnalyzeOptions
+    from inference_server.dataplane.base import AnalyzeOptions
     from inference_server.processing import heatmaps
     from inference_server.processing.goliath import FLIP_PAIRS
     from inference_server.processing.resize_pad import class_labels

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .connection_guard import ConnectionLimits, RateLimitFilter, guarded_protocol, \
+from .http.connection_guard import ConnectionLimits, RateLimitFilter, guarded_protocol, \
     protocol_class, raise_open_file_limit
 
 log = logging.getLogger("inference_server")
@@ -140,7 +140,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def _read_token(args) -> str:
-    from .security import read_token_file
+    from .http.security import read_token_file
 
     if args.token_file:
         return read_token_file(args.token_file)
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
-    from .app import ServerConfig, create_app
+    from .http.app import ServerConfig, create_app
     from .backends import catalog
 
     try:

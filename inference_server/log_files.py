@@ -5,7 +5,7 @@ A shared ``<tmp>/sapiens_blender`` could be created by another local user, who w
 our logs or plant a link that makes the server append to any file we can write. The folder is
 ``<tmp>/sapiens_blender-<uid>``, used only when it is a real folder owned by us with mode 0700
 (else a fresh private folder); log files are opened with O_NOFOLLOW, new ones with O_EXCL.
-sapiens_blender/core/private_dirs.py applies the same rules on the add-on's side (the server
+sapiens_blender/core/files/private_dirs.py applies the same rules on the add-on's side (the server
 never imports sapiens_blender).
 """
 

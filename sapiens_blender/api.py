@@ -22,9 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from .blender import export as _export
-from .blender.pipeline import PRODUCTS, BuildOptions, BuildResult, PersonResult, build_products
+from .core.build.options import PRODUCTS, BuildOptions
+from .blender.pipeline import BuildResult, PersonResult, build_products
 from .blender.pipeline import build_from_maps as _build
-from .core.maps import Maps
+from .core.maps.canonical import Maps
 
 __all__ = ["BuildOptions", "BuildResult", "PersonResult", "PRODUCTS", "build_from_maps", "build_from_photo",
            "build_products", "export", "export_all", "fit_body", "new_scene", "animate", "save_joints",
@@ -97,7 +98,7 @@ def analyze(photo, model: str = DEFAULT_MODEL, server: str | None = None, token:
             progress=None, fit: bool = False) -> Maps:
     """Photo -> Maps through the inference server (remote when ``server`` is given); with
     ``fit`` the maps also carry the fitted bodies (same server)."""
-    from .core.analysis import analyze_photo
+    from .core.remote.analysis import analyze_photo
 
     def run(client):
         maps = analyze_photo(client, photo, model, progress=progress)
@@ -109,7 +110,7 @@ def analyze(photo, model: str = DEFAULT_MODEL, server: str | None = None, token:
 def fit_body(maps: Maps, server: str | None = None, token: str | None = None, progress=None) -> Maps:
     """``maps`` with the fitted bodies: as they are when they already hold a fit, else fitted by
     ``server`` (or a local server started for the call and stopped after)."""
-    from .core.body import has_body
+    from .core.body.records import has_body
 
     if has_body(maps):
         return maps
@@ -118,11 +119,11 @@ def fit_body(maps: Maps, server: str | None = None, token: str | None = None, pr
 
 def _with_server(work, server: str | None, token: str | None):
     if server:
-        from .core.client import V2Client
+        from .core.remote.client import V2Client
 
         with V2Client(server, token) as client:
             return work(client)
-    from .core.server_runtime import local_server
+    from .core.local_server.runtime import local_server
 
     # No server environment here: Blender's own Python with the add-on's bundled packages.
     with local_server() as local:
@@ -132,7 +133,7 @@ def _with_server(work, server: str | None, token: str | None):
 def _fit_with(client, maps: Maps, progress) -> Maps:
     """The one call site of the server's body fit: maps in, maps carrying template + fit out
     (people the server could not fit are listed in ``maps.extras['fit_notes']``)."""
-    from .core.body import fit_maps
+    from .core.remote.body_calls import fit_maps
 
     maps, notes = fit_maps(client, maps, progress=progress)
     if notes:

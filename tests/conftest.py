@@ -1,6 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Shared test configuration. Tests never need ../shared and never download anything.
 
+The tests mirror the packages (``tests/sapiens_blender/core/maps/`` tests
+``sapiens_blender/core/maps/``...); their helpers live in ``tests/support/`` (on the path through
+pyproject's ``pythonpath``), and so do the session fixtures imported below: ONE real server
+subprocess (``server_fixtures``) and ONE body-model load (``anny_fixtures``). The markers ``bpy``,
+``torch`` and ``anny`` say what a test module needs (``-m "not bpy"`` leaves those out).
+
 Under CI (the environment variable ``CI`` set), the test install has every optional package,
 so ``pytest.importorskip`` of one of them must not turn a whole suite green by skipping it: a
 missing bpy, torch, anny... fails instead. Elsewhere (a developer's partial install) it skips.
@@ -10,6 +16,8 @@ import importlib
 import os
 
 import pytest
+from anny_fixtures import body, body_model, body_model_scene, body_scene, gt_scene  # noqa: F401
+from server_fixtures import alive_after, server  # noqa: F401
 
 # Nothing in the test suite may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -25,8 +25,8 @@ import threading
 
 import numpy as np
 
-from . import base
-from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress
+from ..dataplane import base
+from ..dataplane.base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress
 from .settings import SapiensSettings
 
 log = logging.getLogger("inference_server.auto")

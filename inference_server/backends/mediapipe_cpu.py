@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress, register
+from ..dataplane.base import (AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress,
+                              register)
 
 MODEL_COMPLEXITY = 1  # the only pose landmark model inside the wheel
 # The files the Holistic graph at complexity 1 opens (checked with strace on 0.10.21; the

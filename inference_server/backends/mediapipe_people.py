@@ -27,7 +27,7 @@ from ..processing.pseudo_depth import (
     normals_from_depth,
     smooth_inside,
 )
-from .base import AnalyzeOptions, CancelToken, ProgressFn
+from ..dataplane.base import AnalyzeOptions, CancelToken, ProgressFn
 from .mediapipe_landmarks import POSE, to_goliath
 from .mediapipe_parts import parts_and_depth
 

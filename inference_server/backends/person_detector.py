@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from . import devices, weights
-from .base import BackendError, CancelToken, ProgressFn, no_progress
+from ..dataplane.base import BackendError, CancelToken, ProgressFn, no_progress
 
 log = logging.getLogger(__name__)
 

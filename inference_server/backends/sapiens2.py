@@ -21,7 +21,7 @@ from ..processing.goliath import PART_NAMES_SAPIENS2
 from ..processing.normals import SAPIENS_NORMAL_SIGNS
 from ..processing.resize_pad import SAPIENS2_MEAN, SAPIENS2_STD
 from . import devices, sapiens2_original, weights
-from .base import BackendError, register
+from ..dataplane.base import BackendError, register
 from .sapiens_common import SapiensTaskBackend
 from .settings import SapiensSettings
 

@@ -18,7 +18,7 @@ import logging
 import re
 from pathlib import Path
 
-from .base import BackendError
+from ..dataplane.base import BackendError
 
 log = logging.getLogger(__name__)
 

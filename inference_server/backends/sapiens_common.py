@@ -9,7 +9,7 @@ import logging
 import threading
 
 from . import devices
-from .base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress
+from ..dataplane.base import AnalyzeOptions, Backend, BackendError, CancelToken, ProgressFn, no_progress
 from .sapiens_pipeline import StageTimes, device_synchronizer, run_pipeline
 from .settings import SapiensSettings
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..processing import dense_torch, depth_scale, heatmaps, instances, intrinsics, normals
 from ..processing.goliath import FLIP_PAIRS, KEYPOINT_NAMES
-from .base import (
+from ..dataplane.base import (
     AnalyzeOptions,
     BackendError,
     Cancelled,

@@ -24,7 +24,7 @@ from ..processing.goliath import PART_NAMES_SAPIENS1
 from ..processing.normals import SAPIENS_NORMAL_SIGNS
 from ..processing.resize_pad import SAPIENS1_MEAN, SAPIENS1_STD
 from . import devices, weights
-from .base import BackendError, register
+from ..dataplane.base import BackendError, register
 from .sapiens_common import SapiensTaskBackend
 from .settings import SapiensSettings
 

@@ -19,7 +19,7 @@ import logging
 import os
 from pathlib import Path
 
-from .base import BackendError, CancelToken, ProgressFn, no_progress
+from ..dataplane.base import BackendError, CancelToken, ProgressFn, no_progress
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def fetch_file(repo_id: str, filename: str, progress: ProgressFn = no_progress,
     except BackendError:
         raise
     except Exception as exc:
-        from .base import Cancelled
+        from ..dataplane.base import Cancelled
 
         if isinstance(exc, Cancelled):
             raise

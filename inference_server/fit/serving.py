@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends import base
-from ..backends.base import BackendError, CancelToken, ProgressFn, no_progress
+from ..dataplane import base
+from ..dataplane.base import BackendError, CancelToken, ProgressFn, no_progress
 
 FIT_INPUTS = {  # name: (datatype, shape, required)
     "mask": ("UINT8", [-1, -1], True),

@@ -113,7 +113,8 @@ def build_animation(animation: Animation, name: str = "clip", *, background: str
 def _relief_body(track: TrackAnimation, name: str, collection, normal_space: str):
     """(armature, mesh) of a relief build of the track's rest frame, armature = the rest pose."""
     from ..core.motion.rig import rest_joints_dict
-    from .pipeline import BuildOptions, build_from_maps
+    from ..core.build.options import BuildOptions
+    from .pipeline import build_from_maps
 
     pid = int(track.reference_person)
     result = build_from_maps(track.reference_maps, BuildOptions(
@@ -150,7 +151,7 @@ def bake_body_track(arm: bpy.types.Object, body, keys: np.ndarray, action_name: 
     """One action on the fitted body's armature: every bone's rotation_quaternion and the root's
     location (the root motion), a key per frame. Bones in the template's order; the armature's
     names and hierarchy may be renamed (``rig_names``), the order is the same."""
-    from ..core.body_rig import retarget_rig
+    from ..core.body.rig_names import retarget_rig
 
     names, parents = retarget_rig(body.template.bone_names, body.template.bone_parents,
                                   arm.get("sapiens_rig_names", "anny"))

@@ -16,7 +16,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
-from ..core.body import local_pose_quaternions
+from ..core.body.pose import local_pose_quaternions
 from ..core.geometry.types import CAMERA_TO_BLENDER
 from .context import preserved_selection, select_only
 from .armature import new_armature_in_edit_mode
@@ -175,12 +175,12 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     """(mesh object, armature object, BodyReport, the images it made) for one fitted person.
 
     ``mode`` 'minimal': the fitted body; 'clothed': plus the photo's clothing/hair thickness
-    (``core.body_dressing.dressing``) laid on at the bind pose, so it follows the rig. In both, the
+    (``core.body.dressing.dressing``) laid on at the bind pose, so it follows the rig. In both, the
     texture's hidden side takes the clothing's colour where the dressing covers the body.
     """
-    from ..core import body_dressing, body_surface
-    from ..core.build_report import BodyReport, fit_warnings
-    from ..core.body_rig import retarget_rig
+    from ..core.body import dressing as body_dressing, surface as body_surface
+    from ..core.build.report import BodyReport, fit_warnings
+    from ..core.body.rig_names import retarget_rig
     from . import materials
     from .images import image_from_array
 

@@ -16,14 +16,15 @@ from pathlib import Path
 
 import bpy
 
-from ..core.atomic_files import TEMP_MARK, atomic_output, output_path, remove_stale_temp_files  # noqa: F401
+from ..core.files.atomic import TEMP_MARK, atomic_output, output_path, remove_stale_temp_files  # noqa: F401
 from .body import interchange_weights
 from .context import preserved_selection, select_only
+from ..core.errors import SapiensError
 
 FORMATS = {".blend": "blend", ".glb": "glb", ".gltf": "gltf", ".fbx": "fbx"}
 
 
-class ExportError(RuntimeError):
+class ExportError(SapiensError, RuntimeError):
     """The export failed or the output format is not supported; the message says which."""
 
 

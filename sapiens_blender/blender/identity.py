@@ -15,7 +15,7 @@ import hashlib
 import bpy
 import numpy as np
 
-from ..core.maps import Maps
+from ..core.maps.canonical import Maps
 
 KEY = "sapiens_analysis"
 ROLE = "sapiens_role"

@@ -14,7 +14,7 @@ from mathutils import Vector
 
 from ..core.geometry.lighting import estimate_lighting
 from ..core.geometry.types import camera_to_blender
-from ..core.maps import Maps
+from ..core.maps.canonical import Maps
 
 KEY_STRENGTH = 3.0  # sun W/m²: a well exposed subject under Blender's default view transform
 MIN_WORLD = 0.08  # the world's luminance at least this: shadows stay readable

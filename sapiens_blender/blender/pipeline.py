@@ -17,30 +17,12 @@ from dataclasses import dataclass, field, replace
 
 import bpy
 
-from ..core.build_report import BuildReport, PersonReport
-from ..core.geometry.types import GeometryError, Joint
-from ..core.maps import Maps
+from ..core.build.report import BuildReport, PersonReport
+from ..core.geometry.types import GeometryError
+from ..core.maps.canonical import Maps
+from ..core.build.options import BODY_MODES, PRODUCTS, BuildOptions
 from . import incremental, lighting
-
-
-@dataclass
-class BuildOptions:
-    name: str = "photo"  # the photo's stem, used in every name
-    stride: int = 1  # one vertex per `stride` pixels
-    closed: bool = False  # watertight body (front + inferred back) instead of the visible surface
-    body: str = "none"  # 'none', or a fitted full body: 'minimal' or 'clothed' (the body fit)
-    normal_space: str = "OBJECT"  # 'OBJECT' (exact, Blender) or 'TANGENT' (glTF/FBX/game engines)
-    part_materials: bool = True
-    armature: bool = True
-    skinning: str = "auto"  # 'auto' (bone heat + part fallback), 'parts', or 'none'
-    people: list[int] | None = None  # person ids to build (default: all in the mask)
-    joints: dict[int, dict[str, Joint]] | None = None  # 3D joints per person id (a joints file)
-    make_active_camera: bool = True
-    lighting: bool = True  # a world and a sun from the photo where the scene has none (renders not black)
-    rig_names: str = "anny"  # the fitted body's bone names: 'anny', 'rigify', 'mixamo' or 'unreal' (core/body_rig.py)
-    # Bone heat runs on a coarser proxy of the surface above this many vertices (then the weights
-    # are transferred): it costs ~5 s at 19k vertices and ~36 s at 77k.
-    bone_heat_max_vertices: int = 20000
+from .scope import Scope
 
 
 @dataclass
@@ -106,8 +88,6 @@ class _Timer:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
 
 
-PRODUCTS = ("mesh", "normal_texture", "part_materials", "armature", "body")
-BODY_MODES = ("none", "minimal", "clothed")
 BODY_FIT_AVAILABLE = True  # the panel's "Body" shape is usable (ui/panel.py asks)
 
 
@@ -159,7 +139,7 @@ def iter_build_products(maps: Maps, products, options: BuildOptions | None = Non
         raise ValueError(f"body must be one of {', '.join(BODY_MODES)}, got {options.body!r}")
     if "body" in products and options.body == "none":
         options = replace(options, body="clothed")  # asking for the body product means a body
-    from ..core.body_rig import RIG_NAMES
+    from ..core.body.rig_names import RIG_NAMES
 
     if options.rig_names not in RIG_NAMES:
         raise ValueError(f"rig_names must be one of {', '.join(RIG_NAMES)}, got {options.rig_names!r}")
@@ -170,7 +150,7 @@ def iter_build_products(maps: Maps, products, options: BuildOptions | None = Non
     if unknown:
         raise GeometryError(f"no person {unknown} in the maps; people present: {maps.person_ids}")
     timer = _Timer()
-    scope = incremental.Scope(maps, options, timer, reuse, key)
+    scope = Scope(maps, options, timer, reuse, key)
     relief = bool(set(products) - {"body"})
     steps_per_person = [("surface", None), ("mesh", None)] if relief else []
     steps_per_person += [("normal texture", "normal_texture")] if "normal_texture" in products else []

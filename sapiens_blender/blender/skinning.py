@@ -6,7 +6,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
-from ..core.build_report import SkinningReport
+from ..core.build.report import SkinningReport
 from .context import preserved_selection, select_only
 from .mesh import mesh_vertices
 

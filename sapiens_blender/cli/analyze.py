@@ -10,12 +10,13 @@ numpy + stdlib only (previews use the bundled PNG writer).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+
+from .server_args import TOKEN_HELP, server_token
 
 DEFAULT_MODEL = "auto"
 TASKS = ("seg", "normal", "depth", "pose")
@@ -41,7 +42,7 @@ def register(subparsers) -> None:
     p.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16", "int8"), default=None,
                    help="precision of a server started for this run (default auto)")
     p.add_argument("--server", metavar="URL", help="use this running server instead of starting one")
-    p.add_argument("--token", help="the server's token (default: $SAPIENS_TOKEN)")
+    p.add_argument("--token", help=TOKEN_HELP)
     p.add_argument("--python", metavar="EXE", help="Python interpreter for a started server (default: this one)")
     p.add_argument("--no-previews", action="store_true", help="write only the .npz files")
     p.add_argument("--fit", action="store_true",
@@ -108,11 +109,11 @@ def parse_tasks(text: str) -> list[str]:
 
 
 def write_outputs(maps, out_dir: Path, stem: str, previews: bool = True) -> list[Path]:
-    from ..core.png import write_png
+    from ..core.maps.png import write_png
 
     written = [maps.save(out_dir / f"{stem}.npz")]
     if previews:
-        from ..core.previews import all_previews
+        from ..core.maps.previews import all_previews
 
         for suffix, pixels in all_previews(maps).items():
             written.append(write_png(out_dir / f"{stem}_{suffix}.png", pixels))
@@ -129,10 +130,10 @@ def _server_env(args) -> dict[str, str]:
 
 
 def run(args) -> int:
-    from ..core.analysis import analyze_photo
-    from ..core.body import fit_maps
+    from ..core.remote.analysis import analyze_photo
+    from ..core.remote.body_calls import fit_maps
     from ..core.errors import SapiensServerError
-    from ..core.maps import MapsError
+    from ..core.maps.canonical import MapsError
 
     if args.parallel < 1:
         print("error: --parallel must be at least 1", file=sys.stderr)
@@ -147,7 +148,7 @@ def run(args) -> int:
     if missing:
         print(f"error: no such photo: {', '.join(missing)}", file=sys.stderr)
         return 2
-    from ..core.atomic_files import check_writable
+    from ..core.files.atomic import check_writable
 
     out_dir = Path(args.out)
     try:
@@ -165,14 +166,14 @@ def run(args) -> int:
     server = None
     try:
         if args.server:
-            from ..core.client import V2Client
+            from ..core.remote.client import V2Client
 
             if args.device or args.precision:
                 print("note: --device/--precision apply to a server started here, not to --server",
                       file=sys.stderr)
-            client = V2Client(args.server, args.token or os.environ.get("SAPIENS_TOKEN"))
+            client = V2Client(args.server, server_token(args))
         else:
-            from ..core.server_process import ServerProcess
+            from ..core.local_server.process import ServerProcess
 
             bar.update("server", None, "starting the inference server")
             server = ServerProcess(python=args.python, env=_server_env(args))

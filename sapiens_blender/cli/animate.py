@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .analyze import ProgressBar
 from .build import EXPORT_SUFFIXES
+from .server_args import TOKEN_HELP, server_token
 
 
 def register(subparsers) -> None:
@@ -35,7 +36,7 @@ def register(subparsers) -> None:
     p.add_argument("--parallel", type=int, default=4, metavar="N", help="frames in flight (default 4)")
     p.add_argument("--max-side", type=int, default=None, help="long side of the analysed frames")
     p.add_argument("--server", metavar="URL", help="use a running server instead of starting one")
-    p.add_argument("--token", help="the server's token (with --server; default $SAPIENS_TOKEN)")
+    p.add_argument("--token", help=TOKEN_HELP)
     p.add_argument("--no-background", action="store_true", help="do not put the clip behind the camera")
     p.add_argument("--rig", choices=("body", "relief"), default="body",
                    help="what moves: 'body' = the fitted body, fitted once per person and posed on "
@@ -79,7 +80,7 @@ def run(args) -> int:
     from .. import api
     from ..blender.export import ExportError
     from ..core.errors import SapiensServerError
-    from ..core.maps import MapsError
+    from ..core.maps.canonical import MapsError
     from ..core.motion.joints_file import AnimationJointsError
     from ..core.motion.sources import FrameSourceError
 
@@ -99,7 +100,7 @@ def run(args) -> int:
             args.maps_dir or args.clip, args.output, model=args.model, maps_dir=bool(args.maps_dir),
             fps=args.fps, start=args.start, end=args.end, stride=args.stride, offline=args.offline,
             save_joints=args.save_joints, server=args.server,
-            token=args.token or os.environ.get("SAPIENS_TOKEN"), parallel=args.parallel,
+            token=server_token(args), parallel=args.parallel,
             max_side=args.max_side, background=not args.no_background, mesh=not args.no_mesh,
             progress=progress, rig=args.rig, body_mode=args.body, rig_names=args.rig_names)
     except (FrameSourceError, MapsError, SapiensServerError, ExportError, AnimationJointsError,

@@ -12,8 +12,8 @@ Design (why):
   Temporary files of a killed run are removed at the next start.
 - Photos go through one shared inference server: ``--server URL`` or one local server started
   here for the whole batch; workers only receive its address and token.
-- ``--engine ray`` runs the same jobs on a Ray cluster (core/engines/ray_engine.py): planning,
-  skipping and the per-job build code (core/engines/build_job.py) are shared with this engine.
+- ``--engine ray`` runs the same jobs on a Ray cluster (batch/ray_engine.py): planning,
+  skipping and the per-job build code (batch/build_job.py) are shared with this engine.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..core.engines.plan import FORMATS, is_photo, plan_batch
+from ..batch.plan import FORMATS, is_photo, plan_batch
 from .build import add_geometry_arguments, check_geometry_args, option_values
+from .server_args import TOKEN_HELP, server_token
 
 ENGINES = ("local", "ray")
 
@@ -46,7 +47,7 @@ def register(subparsers) -> None:
                    help="builder processes (default: half the CPU cores, at most 4)")
     p.add_argument("--model", default=None, help="model for photos (default: auto)")
     p.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
-    p.add_argument("--token", help="the server's token (with --server)")
+    p.add_argument("--token", help=TOKEN_HELP)
     p.add_argument("--force", action="store_true", help="rebuild inputs whose outputs already exist")
     p.add_argument("--backend-module", action="append", default=[], metavar="MODULE",
                    help="import MODULE to register extra inference backends (repeatable)")
@@ -67,7 +68,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..core.atomic_files import check_writable, remove_stale_temp_files
+    from ..core.files.atomic import check_writable, remove_stale_temp_files
 
     src, out = Path(args.input_dir), Path(args.out)
     formats = [f.strip().lower().lstrip(".") for f in args.format.split(",") if f.strip()]
@@ -136,7 +137,7 @@ def _usage_problem(args, src: Path, formats: list[str], bad: list[str]) -> str |
 
 def _run_on_ray(args, jobs, progress, failures) -> str | None:
     """The jobs on Ray; a reason when the cluster could not run them at all."""
-    from ..core.engines.ray_engine import RayEngineError, RayOptions, run_on_ray
+    from ..batch.ray_engine import RayEngineError, RayOptions, run_on_ray
 
     options = RayOptions(address=args.address, model=args.model or "auto",
                          backend_modules=tuple(args.backend_module), batch_size=args.batch_size,
@@ -194,9 +195,9 @@ def _sigterm_interrupts():
 def _server(args):
     """({'url', 'token', 'process'}, None) or (None, why the server is unavailable)."""
     if args.server:
-        return {"url": args.server, "token": args.token}, None
+        return {"url": args.server, "token": server_token(args)}, None
     from ..core.errors import SapiensServerError
-    from ..core.server_process import ServerProcess
+    from ..core.local_server.process import ServerProcess
 
     process = ServerProcess(extra_args=[a for m in args.backend_module for a in ("--backend-module", m)])
     try:

@@ -51,7 +51,7 @@ def main() -> None:
 
     import_bpy()  # once per process (the expensive import), sized for deterministic exports
 
-    from ..core.engines.build_job import build_job
+    from ..batch.build_job import build_job
 
     for line in sys.stdin:
         if not line.strip():

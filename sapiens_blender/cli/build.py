@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from .server_args import TOKEN_HELP, server_token
+
 EXPORT_SUFFIXES = (".blend", ".glb", ".gltf", ".fbx")
 
 
@@ -27,7 +29,7 @@ def register(subparsers) -> None:
     src.add_argument("--joints", metavar="JOINTS.json", help="3D joints per person (docs/maps_format.md)")
     src.add_argument("--model", default=None, help="model for the analysis (default: auto)")
     src.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
-    src.add_argument("--token", help="the server's token (with --server)")
+    src.add_argument("--token", help=TOKEN_HELP)
     src.add_argument("--save-maps", metavar="MAPS.npz",
                      help="also keep the analysed maps (with the body fit when --body fitted one)")
     p.add_argument("--save-joints", metavar="JOINTS.json",
@@ -84,7 +86,7 @@ def option_values(args, outputs) -> dict:
 
 
 def options_from_args(args, name: str):
-    from ..blender.pipeline import BuildOptions
+    from ..core.build.options import BuildOptions
 
     joints = None
     if getattr(args, "joints", None):
@@ -129,13 +131,13 @@ def run(args) -> int:
         return 2
     from .. import api
     from ..blender.export import ExportError
-    from ..core.body import BodyError
+    from ..core.body.records import BodyError
     from ..core.errors import SapiensServerError
     from ..core.geometry.joints_io import JointsFileError
     from ..core.geometry.types import GeometryError
-    from ..core.maps import MapsError
+    from ..core.maps.canonical import MapsError
 
-    from ..core.atomic_files import atomic_write_bytes, check_writable
+    from ..core.files.atomic import atomic_write_bytes, check_writable
 
     started = time.perf_counter()
     try:
@@ -143,7 +145,8 @@ def run(args) -> int:
         check_writable([*args.output, *(p for p in (args.save_maps, args.report) if p)])
         api.new_scene()
         maps, name, analysis_s = load_input(args)
-        result = api.build_from_maps(maps, options_from_args(args, name), server=args.server, token=args.token)
+        result = api.build_from_maps(maps, options_from_args(args, name), server=args.server,
+                                     token=server_token(args))
         export_s = time.perf_counter()
         written = api.export_all(args.output, result)  # all or none
         result.timings["export"] = time.perf_counter() - export_s
@@ -174,7 +177,7 @@ def run(args) -> int:
 def load_input(args):
     """(Maps, name, analysis seconds or None) from whichever input was given."""
     from .. import api
-    from ..core.maps import Maps
+    from ..core.maps.canonical import Maps
 
     if args.maps:
         return Maps.load(args.maps), Path(args.maps).stem, None
@@ -183,12 +186,12 @@ def load_input(args):
         raise FileNotFoundError(f"no such photo: {photo}")
     if args.lite_dir:
         from ..blender.images import read_photo
-        from ..core.lite_files import load_lite_maps
+        from ..core.maps.lite_files import load_lite_maps
 
         return load_lite_maps(args.lite_dir, photo.stem, read_photo(photo)), photo.stem, None
     start = time.perf_counter()
-    maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server, token=args.token,
-                       fit=bool(args.body))
+    maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server,
+                       token=server_token(args), fit=bool(args.body))
     if args.save_maps:  # right away: a failing build loses no analysis
         maps.save(args.save_maps)
     return maps, photo.stem, time.perf_counter() - start

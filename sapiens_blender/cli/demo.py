@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: the demo needs Blender as a Python module (bpy): {exc}\n"
               "install it with: bash scripts/install.sh app", file=sys.stderr)
         return 3
-    from ..core.atomic_files import check_writable
+    from ..core.files.atomic import check_writable
 
     out = Path(args.out)
     stem = photo.stem
@@ -113,10 +113,10 @@ def _analyze(photo: Path, args, timings: dict):
     """Start the local server, analyse the photo (and fit the body), stop the server.
     Returns (maps, model facts, why there is no body fit or '')."""
     from .. import api
-    from ..core.analysis import analyze_photo
-    from ..core.body import BodyError
+    from ..core.remote.analysis import analyze_photo
+    from ..core.body.records import BodyError
     from ..core.errors import SapiensServerError
-    from ..core.server_process import ServerProcess
+    from ..core.local_server.process import ServerProcess
 
     t = time.perf_counter()
     server = ServerProcess(python=args.server_python, startup_timeout=180.0, client_timeout=300.0)

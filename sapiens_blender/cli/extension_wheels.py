@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..core.errors import SapiensError
+
 BUNDLED_REQUIREMENTS = (
     # the offline model
     "mediapipe==0.10.21",
@@ -72,7 +74,7 @@ PURE_PYTHON = frozenset({"fonttools"})
 PYTHON_VERSION = "3.11"  # Blender 4.2 to 5.0 all embed CPython 3.11
 
 
-class WheelError(RuntimeError):
+class WheelError(SapiensError, RuntimeError):
     """A wheel is missing from the cache (offline) or pip could not fetch it."""
 
 

@@ -14,7 +14,7 @@ staging folder is assembled first:
       blender_manifest.toml      (from the repository root)
       __init__.py, core/, ui/, blender/, ...   (the sapiens_blender package)
       server_src/inference_server/   (the server source the add-on launches; only this folder
-                                      goes on the server's PYTHONPATH, see core/server_runtime.py)
+                                      goes on the server's PYTHONPATH, see core/local_server/runtime.py)
       wheels/*.whl               (the bundled wheels; Blender installs them on install)
 """
 
@@ -30,14 +30,15 @@ from pathlib import Path
 
 from . import extension_wheels
 from .extension_wheels import WheelError
+from ..core.errors import SapiensError
 
 MANIFEST = "blender_manifest.toml"
-SERVER_DIR = "server_src"  # must match core/server_process.py default_source_root()
+SERVER_DIR = "server_src"  # must match core/local_server/process.py default_source_root()
 WHEELS_DIR = "wheels"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".*")
 
 
-class PackagingError(RuntimeError):
+class PackagingError(SapiensError, RuntimeError):
     """The extension could not be built or did not validate; the message says why."""
 
 

@@ -1,2 +1,3 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""bpy-free core: maps, protocol client, server process manager, geometry (numpy + stdlib)."""
+"""bpy-free core (numpy + stdlib): one folder per concept (maps, remote, local_server, body, build,
+geometry, motion, jobs, files); errors and the state-enum base stay loose."""

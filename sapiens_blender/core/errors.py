@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Typed, human-readable errors of the inference client and the server process manager.
+"""The add-on's errors: one root, ``SapiensError``, and the typed, human-readable errors of the
+inference client and the server process manager.
 
-Every message is a full sentence a user can act on (the UI shows ``str(error)`` as is); the
-technical detail (HTTP status, the server's own message, its log tail) rides along as attributes.
+Every error the add-on, its CLI and its API raise on purpose derives from ``SapiensError`` (the
+others keep their builtin base too, e.g. ``MapsError`` is a ``ValueError``), so a caller can catch
+the project's errors in one clause. Every message is a full sentence a user can act on (the UI
+shows ``str(error)`` as is); the technical detail (HTTP status, the server's own message, its log
+tail) rides along as attributes.
 """
 
 from __future__ import annotations
@@ -11,7 +15,11 @@ import http.client
 import json
 
 
-class SapiensServerError(Exception):
+class SapiensError(Exception):
+    """Root of every error sapiens_blender raises on purpose."""
+
+
+class SapiensServerError(SapiensError):
     """Base of every error talking to, or starting, the inference server."""
 
     def __init__(self, message: str, *, status: int | None = None, detail: str = ""):

@@ -15,7 +15,7 @@ import os
 import bpy
 from bpy.props import BoolProperty, EnumProperty, IntProperty, PointerProperty, StringProperty
 
-from ..core.jobs import Job
+from ..core.jobs.background import Job
 from . import jobs, preferences, state
 from .operators import _JobOperator
 from .panel import _SapiensPanel

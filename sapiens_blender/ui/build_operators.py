@@ -32,10 +32,11 @@ from bpy.props import EnumProperty
 
 from ..blender import pipeline
 from ..core.geometry.types import GeometryError
-from ..core.maps import MapsError
-from ..core.jobs import FAILED
-from ..core.step_jobs import StepJob
-from ..core.body import has_body
+from ..core.maps.canonical import MapsError
+from ..core.jobs.background import FAILED
+from ..core.jobs.stepped import StepJob
+from ..core.body.records import has_body
+from ..core.build.options import PRODUCTS, BuildOptions
 from . import jobs, properties, state, storage
 
 NORMAL_SPACE_ITEMS = [
@@ -78,7 +79,7 @@ class _BuildOperator:
         session = state.SESSION
         try:
             maps = storage.load_analysis(scene)
-            options = pipeline.BuildOptions(name=_photo_stem(scene), people=properties.selected_people(scene),
+            options = BuildOptions(name=_photo_stem(scene), people=properties.selected_people(scene),
                                             normal_space=getattr(self, "normal_space", "OBJECT"),
                                             **properties.build_settings(scene))
         except (MapsError, GeometryError, ValueError) as exc:
@@ -179,8 +180,8 @@ def _products_for(products, options) -> tuple:
 def fit_then_build(operator, context, maps, options):
     """Fit the stored analysis on the server (a background job, like Analyze), keep the fit in
     the stored analysis (its key stays: earlier objects are still found), then build the body."""
-    from ..core.body import fit_maps
-    from ..core.jobs import Job
+    from ..core.remote.body_calls import fit_maps
+    from ..core.jobs.background import Job
     from . import preferences
     from .operators import _JobOperator, stage_label
 
@@ -221,7 +222,7 @@ class SAPIENS_OT_build_all(_BuildOperator, bpy.types.Operator):
 
     bl_idname = "sapiens.build_all"
     bl_label = "Build All"
-    products = pipeline.PRODUCTS
+    products = PRODUCTS
     normal_space: EnumProperty(name="Normal Space", items=NORMAL_SPACE_ITEMS, default="OBJECT")
 
 

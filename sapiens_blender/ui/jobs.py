@@ -14,7 +14,7 @@ import functools
 
 import bpy
 
-from ..core.jobs import CANCELLED, DONE, Job
+from ..core.jobs.background import CANCELLED, DONE, Job
 from . import state
 
 PUMP_INTERVAL = 0.1

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..blender.images import image_from_array
 from ..blender.materials import part_color
-from ..core.maps import Maps
+from ..core.maps.canonical import Maps
 
 PARTS, NORMALS, DEPTH = "Sapiens Parts", "Sapiens Normals", "Sapiens Depth"
 

@@ -13,9 +13,9 @@ import tempfile
 
 import bpy
 
-from ..core.analysis import analyze_photo
-from ..core.jobs import CANCELLED, DONE, Job
-from ..core.server_process import ServerState
+from ..core.remote.analysis import analyze_photo
+from ..core.jobs.background import CANCELLED, DONE, Job
+from ..core.local_server.process import ServerState
 from . import jobs, map_images, preferences, state, storage
 
 # Server job stages -> the words the panel shows.

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import bpy
 
-from ..core.jobs import RUNNING
-from ..core.server_process import ServerState
+from ..core.jobs.background import RUNNING
+from ..core.local_server.process import ServerState
 from . import preferences, state, storage
 
 BUILD_BUTTONS = (

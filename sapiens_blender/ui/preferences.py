@@ -10,8 +10,8 @@ from pathlib import Path
 import bpy
 from bpy.props import BoolProperty, EnumProperty, StringProperty
 
-from ..core import env_setup, server_runtime
-from ..core.jobs import Job, JobState
+from ..core.local_server import env_setup, runtime as server_runtime
+from ..core.jobs.background import Job, JobState
 from . import jobs, state
 from .properties import _PATH_OPTIONS
 

@@ -33,7 +33,7 @@ def register() -> None:
     properties.register_scene_properties()
     animate.register_scene_properties()
     bpy.app.handlers.load_pre.append(_cancel_on_load)
-    # Quitting Blender: core.server_process stops servers at interpreter exit (atexit), and the
+    # Quitting Blender: core.local_server.process stops servers at interpreter exit (atexit), and the
     # server's --parent-pid watchdog ends it if Blender crashes.
 
 

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import SapiensServerError
-from ..core.jobs import RUNNING, Job
-from ..core.server_connection import (  # noqa: F401  (offline_hint, parse_extra_args: for the UI)
+from ..core.jobs.background import RUNNING, Job
+from ..core.local_server.connection import (  # noqa: F401  (offline_hint, parse_extra_args: for the UI)
     ConnectionMode,
     ConnectionSettings,
     ServerConnection,
     offline_hint,
     parse_extra_args,
 )
-from ..core.server_process import ServerState, default_source_root
+from ..core.local_server.process import ServerState, default_source_root
 from ..core.text_enum import TextEnum
 
 
@@ -61,7 +61,7 @@ def addon_dir() -> Path:
 
 
 def server_source_root() -> Path:
-    """The folder that holds `inference_server/` (see core.server_process.default_source_root)."""
+    """The folder that holds `inference_server/` (see core.local_server.process.default_source_root)."""
     return default_source_root()
 
 
@@ -86,7 +86,7 @@ class Session:
 
     @property
     def server(self):
-        """The local ServerProcess, or None (core.server_connection decides when it starts)."""
+        """The local ServerProcess, or None (core.local_server.connection decides when it starts)."""
         return self.connection.server
 
     @property
@@ -113,7 +113,7 @@ class Session:
     def clear_error(self) -> None:
         self.last_error = ""
 
-    # -- the server (the policy lives in core.server_connection) ------------------------------
+    # -- the server (the policy lives in core.local_server.connection) ------------------------------
     def connect(self, settings: ConnectionSettings):
         return self.connection.connect(settings)
 

@@ -14,7 +14,7 @@ import json
 
 import bpy
 
-from ..core.maps import Maps, MapsError
+from ..core.maps.canonical import Maps, MapsError
 
 NPZ_KEY = "sapiens_maps_npz"
 TEXT_NAME = "Sapiens Analysis"

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_paths import REPO
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_real.py"
+_PATH = REPO / "benchmarks" / "bench_real.py"
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..maps import Maps
+from ..maps.canonical import Maps
 from .silhouette import distance_transform
 from .surface import unproject
 from .types import GeometryError, SurfaceMesh

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..goliath import KEYPOINT_INDEX
-from ..maps import Maps
+from ..maps.goliath import KEYPOINT_INDEX
+from ..maps.canonical import Maps
 from .joints_fill import fill_and_derive
 from .silhouette import widths_across
 from .surface import person_depth, unproject

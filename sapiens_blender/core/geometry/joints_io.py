@@ -12,16 +12,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic_files import atomic_write_bytes
-from ..goliath import KEYPOINT_INDEX
-from ..safe_read import read_json
+from ..files.atomic import atomic_write_bytes
+from ..maps.goliath import KEYPOINT_INDEX
+from ..files.safe_read import read_json
 from .joints_fill import DERIVED_JOINTS, JointSet, fill_and_derive
 from .types import Joint
+from ..errors import SapiensError
 
 KNOWN_NAMES = frozenset(KEYPOINT_INDEX) | frozenset(DERIVED_JOINTS)
 
 
-class JointsFileError(ValueError):
+class JointsFileError(SapiensError, ValueError):
     """The joints file is malformed; the message says where."""
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..maps import Maps
+from ..maps.canonical import Maps
 from .types import SurfaceMesh, camera_to_blender
 
 # Encoded colour for pixels without a normal: facing the camera (-Y in Blender).

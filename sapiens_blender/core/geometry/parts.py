@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..maps import Maps
+from ..maps.canonical import Maps
 
 
 def _majority(groups: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_groups: int, n_classes: int):

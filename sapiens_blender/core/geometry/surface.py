@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..maps import Maps
+from ..maps.canonical import Maps
 from .components import face_components
 from .parts import face_parts_from_grid, vertex_parts_from_faces
 from .types import GeometryError, SurfaceMesh

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import SapiensError
+
 # Rotation taking camera-frame vectors to Blender world vectors: w = R @ c.
 CAMERA_TO_BLENDER = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]], dtype=np.float64)
 
@@ -27,7 +29,7 @@ def camera_to_blender(xyz: np.ndarray) -> np.ndarray:
     return out
 
 
-class GeometryError(ValueError):
+class GeometryError(SapiensError, ValueError):
     """The maps cannot give the requested geometry (unknown person, no depth, ...). Says why."""
 
 

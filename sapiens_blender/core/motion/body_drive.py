@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..body import BodyFit, BodyTemplate, local_pose_matrices
+from ..body.records import BodyFit, BodyTemplate
+from ..body.pose import local_pose_matrices
 from ..errors import (InvalidRequest, ModelNotFound, ModelNotReady, ProtocolError, RequestTooLarge,
                       ServerError)
 from .clip import Animation, TrackAnimation
@@ -104,8 +105,8 @@ class TrackBody:
 def server_body_driver(client, timeout: float | None = None,
                        cancel_event: threading.Event | None = None) -> tuple[FitReference, PoseTrack]:
     """The two server calls a body drive needs, bound to ``client``."""
-    from .. import analysis
-    from ..body import template_for
+    from ..remote import analysis
+    from ..remote.body_calls import template_for
 
     def fit_reference(maps, people):
         arrays = analysis.fit_body(client, maps, people=people, cancel_event=cancel_event, timeout=timeout)

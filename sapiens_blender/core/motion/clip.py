@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..maps import Maps
+from ..maps.canonical import Maps
 from .body_prior import BodyPriorOptions, apply_body_prior
 from .feet import PlantingOptions, plant_feet
 from .poses import PoseSource, ReliefJoints

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic_files import temp_path_for
+from ..files.atomic import temp_path_for
 from .clip import Animation
+from ..errors import SapiensError
 
 
-class AnimationJointsError(ValueError):
+class AnimationJointsError(SapiensError, ValueError):
     """The animation joints file is malformed; the message says where."""
 
 

@@ -17,9 +17,9 @@ from typing import Protocol
 import numpy as np
 
 from ..geometry import lift_joints
-from ..goliath import KEYPOINT_INDEX
+from ..maps.goliath import KEYPOINT_INDEX
 from ..geometry.types import GeometryError
-from ..maps import Maps
+from ..maps.canonical import Maps
 from .rig import MOTION_JOINTS
 from .tracking import Detection
 

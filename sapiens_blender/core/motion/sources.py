@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import SapiensError
+
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 VIDEO_SUFFIXES = (".mp4", ".mov", ".avi", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".gif")
 DEFAULT_FPS = 25.0  # an image or maps folder says nothing about its frame rate
 
 
-class FrameSourceError(ValueError):
+class FrameSourceError(SapiensError, ValueError):
     """The input cannot be read as frames; the message says why and what would work."""
 
 
@@ -32,7 +34,7 @@ class Frame:
     maps_path: Path | None = None  # for a maps folder
 
     def load_maps(self):
-        from ..maps import Maps
+        from ..maps.canonical import Maps
 
         return Maps.load(self.maps_path)
 

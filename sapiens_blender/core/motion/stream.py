@@ -54,7 +54,7 @@ def analyze_frames(frames: Iterator[Frame], analyze: Callable, parallel: int = 4
 def server_analyzer(client, model: str, max_side: int | None = None,
                     cancel_event: threading.Event | None = None) -> Callable[[Frame], object]:
     """analyze(frame) -> Maps through ``client`` (a frame of a maps folder is just loaded)."""
-    from ..analysis import analyze_photo
+    from ..remote.analysis import analyze_photo
 
     def analyze(frame: Frame):
         if frame.maps_path is not None:

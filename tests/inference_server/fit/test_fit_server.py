@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The body fit through the real server and the real client: maps in, bodies out."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from server_harness import start_server  # noqa: E402
+
+from sapiens_blender.core.remote.analysis import body_template, fit_body  # noqa: E402
+from sapiens_blender.core.remote.client import V2Client  # noqa: E402
+from sapiens_blender.core.errors import SapiensServerError  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.anny]
+
+
+@pytest.fixture(scope="module")
+def fit_server(tmp_path_factory):
+    srv = start_server(tmp_path_factory.mktemp("fit-server"), "--parent-pid", str(os.getpid()))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def client(fit_server):
+    with V2Client(f"http://{fit_server.url}", fit_server.token) as c:
+        yield c
+
+
+@pytest.mark.slow
+def test_fit_and_template_round_trip(client, body_model_scene):
+    scene = body_model_scene
+    stages = []
+    out = fit_body(client, scene.maps, progress=lambda s, f, m: stages.append(m))
+    assert out["person_ids"].tolist() == [1]
+    template = body_template(client)
+    assert str(template["body_version"]) == str(out["body_version"])
+    v = out["vertices"]
+    assert v.shape == (1, len(template["weight_bones"]), 3) and v.dtype == np.float32
+    assert out["bone_matrices"].shape == (1, len(template["bone_names"]), 4, 4)
+    assert template["faces"].shape[1] == 3 and template["faces"].max() < v.shape[1]
+    report = json.loads(str(out["reports"][0]))
+    assert report["depth"] == "metric" and report["reprojection_px"] < 5
+    names = [str(n) for n in template["joint_names"]]
+    wrist = out["joints"][0, names.index("left_wrist")]
+    assert np.linalg.norm(wrist - scene.body.joints["left_wrist"]) < 0.08
+    assert any("body" in m for m in stages)  # progress reached the client
+
+
+def test_bad_maps_are_a_clear_400(client, body_model_scene):
+    import copy
+
+    maps = copy.deepcopy(body_model_scene.maps)
+    maps.mask[:] = 0
+    with pytest.raises(SapiensServerError) as err:
+        fit_body(client, maps)
+    assert "no person" in str(err.value)
+    with pytest.raises(SapiensServerError) as err:
+        fit_body(client, body_model_scene.maps, people=[7])
+    assert "no person [7]" in str(err.value)
+
+
+def test_fit_device_choice(monkeypatch):
+    """auto is the CPU (the fit is launch-bound on a GPU: docs/performance.md); cuda only on
+    request, with a clear error where torch sees none; the setting reads its variable."""
+    import torch
+
+    from inference_server.dataplane.base import BackendError
+    from inference_server.backends.settings import SapiensSettings
+    from inference_server.fit.serving import fit_device
+
+    assert fit_device("auto") == fit_device(" CPU ") == "cpu"
+    with pytest.raises(BackendError, match="cpu or cuda"):
+        fit_device("mps")
+    if not torch.cuda.is_available():
+        with pytest.raises(BackendError, match="no CUDA GPU"):
+            fit_device("cuda:0")
+    assert SapiensSettings.from_env({"SAPIENS_FIT_DEVICE": "CUDA"}).fit_device == "cuda"
+    assert SapiensSettings.from_env({}).fit_device == "auto"
+
+
+def test_fit_compile_setting():
+    """Off by default (compiling costs minutes once: for batches); the flag and its variable
+    turn it on, and the fit backend hands it to the fit's settings."""
+    from inference_server.__main__ import _model_settings, parse_args
+    from inference_server.backends.settings import SapiensSettings
+    from inference_server.fit.serving import BodyFitBackend
+
+    assert SapiensSettings.from_env({}).fit_compile is False
+    assert SapiensSettings.from_env({"SAPIENS_FIT_COMPILE": "1"}).fit_compile is True
+    assert _model_settings(parse_args(["--fit-compile"])).fit_compile is True
+    assert BodyFitBackend(_model_settings(parse_args([]))).fit_settings().compile is False
+    assert BodyFitBackend(SapiensSettings(fit_compile=True)).fit_settings().compile is True

@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the photo adds to a fitted body: the texture (photo where seen, a fill elsewhere, fades),
+and the mesh helpers.
+
+On bodies made by the fit's own body model (tests/support/body_scenes.py).
+"""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("anny", reason="anny is needed for the body model")
+pytest.importorskip("trimesh", reason="trimesh is needed to ray-cast body scenes")
+pytest.importorskip("embreex", reason="embreex is needed to ray-cast body scenes")
+
+from sapiens_blender.core.body import surface as bs
+
+pytestmark = [pytest.mark.anny]
+
+
+def test_texture_takes_the_photo_where_seen_and_a_fill_elsewhere(body_scene):
+    scene = body_scene("standing")
+    t, f, maps = scene.template, scene.fit, scene.maps
+    tex, report = bs.bake_texture(maps, 1, f.vertices[0], t.faces, t.uv, t.face_uv, size=256)
+    assert tex.shape == (256, 256, 3) and tex.dtype == np.uint8
+    assert 0.2 < report["seen_texels"] / report["texels"] < 0.7  # the front of the body, not the back
+    body_colour = np.array([200, 170, 150])  # what scenes.render paints the person
+    rows, cols, face, bary = bs.rasterize(np.stack([t.uv[:, 0] * 256, (1 - t.uv[:, 1]) * 256], 1)[t.face_uv], 256, 256)
+    assert np.abs(tex[rows, cols].astype(int) - body_colour).max(axis=1).mean() < 30
+
+
+def test_texture_skips_what_is_in_front_of_the_body(body_scene):
+    """A metric photo whose surface lies well in front of the body there (a held object counted
+    as the person) gives no texture there: the fill shows instead."""
+    import copy
+
+    scene = body_scene("standing")
+    t, f = scene.template, scene.fit
+    maps = copy.deepcopy(scene.maps)
+    _, clean = bs.bake_texture(maps, 1, f.vertices[0], t.faces, t.uv, t.face_uv, size=128)
+    maps.pointmap[:, :, 2] -= 0.5  # everything observed half a metre nearer than the body
+    maps.image[:] = (0, 0, 0)
+    tex, blocked = bs.bake_texture(maps, 1, f.vertices[0], t.faces, t.uv, t.face_uv, size=128)
+    assert clean["seen_texels"] > 1000 and blocked["seen_texels"] == 0
+    assert (tex.reshape(-1, 3) == bs.SKIN_FILL).all(axis=1).mean() > 0.3
+
+
+def test_texture_fill_fades_between_parts_instead_of_stepping_along_triangles(body_scene):
+    """The hidden side takes each part's seen colour (a shirt's blue round the back), and where
+    one part's fill meets another's (the shirt's hem on the skin) it fades over a few rings of
+    the mesh: per-triangle fills made a saw-tooth hem, 111 colour levels from one texel to the next."""
+    scene = body_scene("dressed")
+    t, f, maps = scene.template, scene.fit, scene.maps
+    faces, size = t.faces.astype(np.int64), 256
+    tex, _ = bs.bake_texture(maps, 1, f.vertices[0], faces, t.uv, t.face_uv, bs.face_parts(faces, t.vertex_parts),
+                             size=size)
+    rows, cols, face, _ = bs.rasterize(np.stack([t.uv[:, 0] * size, (1 - t.uv[:, 1]) * size], 1)[t.face_uv], size, size)
+    tri = f.vertices[0].astype(np.float64)[faces]
+    normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    away = np.einsum("ij,ij->i", normal, tri.mean(1)) > 0  # turned from the camera: never seen
+    face_of = np.full((size, size), -1)
+    face_of[rows, cols] = face
+    a, b = face_of[:, :-1], face_of[:, 1:]  # texels side by side, in two triangles sharing a corner
+    pair = (a >= 0) & (b >= 0) & (a != b)
+    pair &= away[a.clip(0)] & away[b.clip(0)]
+    pair &= (faces[a.clip(0)][..., :, None] == faces[b.clip(0)][..., None, :]).any((-1, -2))
+    colour = tex.astype(int)
+    step = np.abs(colour[:, :-1] - colour[:, 1:]).max(-1)[pair]
+    assert pair.sum() > 1000 and step.max() <= 40, f"{int((step > 40).sum())} steps over 40 levels (max {step.max()})"
+    # Away from the hem the fill is the part's own: the back of the torso is the shirt's blue.
+    torso = t.part_names.index("Torso")
+    back = tex[rows, cols][away[face] & (bs.face_parts(faces, t.vertex_parts)[face] == torso)].astype(int)
+    assert np.median(back[:, 2]) > np.median(back[:, 0]) + 40, "the shirt's blue goes round the back"
+
+
+def test_texture_fades_what_the_camera_sees_edge_on_into_the_fill(body_scene, monkeypatch):
+    """A photo pixel seen nearly edge-on is smeared over much of the surface (and, in a real
+    photo, mixes in what lies beside the person): such texels fade into the part's fill. Here
+    the pixels whose true surface is within 9 degrees of edge-on (under 2 % of the person) are
+    painted green; faded, under 0.75x the green reaches the texture (0.68x), and the surfaces
+    facing the camera keep the photo's colour exactly."""
+    import copy
+
+    from sapiens_blender.core.maps.canonical import points_from_depth
+
+    scene = body_scene("standing")
+    t, f = scene.template, scene.fit
+    maps = copy.deepcopy(scene.maps)
+    person = maps.mask == 1
+    points = points_from_depth(maps.depth, maps.intrinsics)
+    view = -points / np.linalg.norm(points, axis=-1, keepdims=True)
+    cosine = np.einsum("hwc,hwc->hw", np.nan_to_num(maps.normal), np.nan_to_num(view))
+    edge_on = person & (cosine < 0.15)
+    assert 0 < edge_on.sum() < 0.03 * person.sum()
+    skin, green = np.array([200.0, 170.0, 150.0]), np.array([20.0, 200.0, 40.0])
+    maps.image[person], maps.image[edge_on] = skin, green
+
+    def bake():
+        tex, _ = bs.bake_texture(maps, 1, f.vertices[0], t.faces, t.uv, t.face_uv, size=256)
+        share = ((tex.astype(float) - skin) @ (green - skin)) / ((green - skin) @ (green - skin))
+        return share.clip(0, 1).sum(), (np.abs(tex.astype(int) - skin).max(-1) == 0).sum()
+
+    faded_green, faded_skin = bake()
+    monkeypatch.setattr(bs, "FADE_FACING", bs.FACING_MIN + 1e-9)  # no fade
+    sharp_green, sharp_skin = bake()
+    assert faded_green < 0.75 * sharp_green, (faded_green, sharp_green)
+    assert abs(faded_skin - sharp_skin) < 0.15 * sharp_skin
+
+
+def test_mesh_edges_are_each_undirected_edge_once_in_order(body_scene):
+    """The edges the clothing's diffusions and the fill's blend walk: every triangle side once,
+    as (low, high) rows sorted, on anny's mesh and on a mesh with unused vertex numbers."""
+    faces = body_scene("standing").template.faces
+    sides = {tuple(sorted(map(int, pair))) for tri in faces for pair in ((tri[0], tri[1]), (tri[1], tri[2]), (tri[2], tri[0]))}
+    edges = bs.mesh_edges(faces)
+    assert edges.tolist() == [list(side) for side in sorted(sides)]
+    assert bs.mesh_edges(np.array([[7, 2, 9], [9, 2, 4]])).tolist() == [[2, 4], [2, 7], [2, 9], [4, 9], [7, 9]]
+    assert bs.mesh_edges(np.zeros((0, 3), np.int64)).shape == (0, 2)

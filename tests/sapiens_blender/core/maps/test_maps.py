@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+import importlib.util
+
+import numpy as np
+import pytest
+
+from maps_samples import make_maps
+from repo_paths import REPO
+
+from sapiens_blender.core.maps import goliath
+from sapiens_blender.core.maps.canonical import Maps, MapsError, points_from_depth
+
+
+def test_roundtrip(tmp_path):
+    maps = make_maps()
+    path = maps.save(tmp_path / "a.npz")
+    back = Maps.load(path)
+    for key, value in maps.to_arrays().items():
+        np.testing.assert_array_equal(back.to_arrays()[key], value)
+    assert back.part_names == goliath.PART_NAMES_SAPIENS2
+    assert back.person_ids == [1]
+    assert list(tmp_path.iterdir()) == [path]  # no temp file left behind
+
+
+def test_array_extras_survive_save_and_load(tmp_path):
+    maps = make_maps()
+    maps.extras = {"normal_agreement_deg": np.asarray([12.5], np.float32),
+                   "notes": np.asarray(["flipped axes y"], dtype=object)}
+    back = Maps.load(maps.save(tmp_path / "a.npz"))
+    assert back.extras["normal_agreement_deg"].tolist() == [12.5]
+    assert back.extras["notes"].tolist() == ["flipped axes y"]  # text without pickles
+
+
+def test_rejects_mismatched_shapes():
+    maps = make_maps()
+    maps.depth = np.zeros((3, 3), np.float32)
+    with pytest.raises(MapsError, match="depth must have shape"):
+        maps.validate()
+
+
+def test_rejects_bad_scores_and_missing_keys(tmp_path):
+    maps = make_maps()
+    maps.keypoints[0, 0, 2] = 2.0
+    with pytest.raises(MapsError, match="scores"):
+        maps.validate()
+    with pytest.raises(MapsError, match="missing required keys: .*depth"):
+        Maps.from_arrays({k: v for k, v in make_maps().to_arrays().items() if k != "depth"})
+
+
+def test_corrupt_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(MapsError, match="not a readable maps"):
+        Maps.load(bad)
+
+
+def test_points_from_depth_uses_pixel_centres():
+    k = np.array([[100, 0, 2.0], [0, 100, 1.0], [0, 0, 1]], np.float32)
+    pts = points_from_depth(np.full((2, 4), 3.0, np.float32), k)
+    # pixel (row 0, col 1) has centre u=1.5, v=0.5
+    np.testing.assert_allclose(pts[0, 1], [(1.5 - 2) * 3 / 100, (0.5 - 1) * 3 / 100, 3.0])
+
+
+def test_server_copy_of_goliath_data_matches():
+    spec = importlib.util.spec_from_file_location("g2", REPO / "inference_server/processing/goliath.py")
+    server = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(server)
+    assert server.KEYPOINT_NAMES == goliath.KEYPOINT_NAMES
+    assert server.FLIP_PAIRS == goliath.FLIP_PAIRS
+    assert server.PART_NAMES_SAPIENS2 == goliath.PART_NAMES_SAPIENS2
+    assert goliath.KEYPOINT_INDEX["right_wrist"] == 41 and goliath.KEYPOINT_INDEX["left_hip"] == 9
+    assert len(goliath.PART_NAMES_SAPIENS1) == 28 and goliath.PART_NAMES_SAPIENS1[2] == "Face_Neck"
