@@ -97,6 +97,20 @@ HAND_SCORE = 0.9  # Holistic gives no per-landmark hand/face confidence; present
 FACE_SCORE = 0.9
 
 
+def to_goliath_3d(world: np.ndarray, visibility: np.ndarray) -> np.ndarray:
+    """Goliath-308 3D keypoints [308,4] (x, y, z metres relative to the hips in the camera's
+    axes, confidence) from MediaPipe's pose world landmarks [33,3] and their visibility [33]:
+    the pose's slots only (hands and face have no world landmarks: NaN), ``neck`` the
+    shoulders' midpoint as in to_goliath."""
+    out = np.full((len(KEYPOINT_NAMES), 4), np.nan, np.float32)
+    src = np.concatenate([np.asarray(world, np.float32), np.asarray(visibility, np.float32)[:, None]], 1)
+    out[_POSE_DST] = src[_POSE_SRC]
+    ls, rs = src[POSE["left_shoulder"]], src[POSE["right_shoulder"]]
+    out[KEYPOINT_INDEX["neck"]] = [*((ls[:3] + rs[:3]) / 2), min(ls[3], rs[3])]
+    out[:, 3] = np.clip(out[:, 3], 0.0, 1.0)
+    return out
+
+
 def to_goliath(
     pose: np.ndarray,
     left_hand: np.ndarray | None = None,

@@ -28,7 +28,7 @@ from ..processing.pseudo_depth import (
     smooth_inside,
 )
 from ..dataplane.base import AnalyzeOptions, CancelToken, ProgressFn
-from .mediapipe_landmarks import POSE, to_goliath
+from .mediapipe_landmarks import POSE, to_goliath, to_goliath_3d
 from .mediapipe_parts import parts_and_depth
 
 log = logging.getLogger("inference_server.mediapipe")
@@ -190,11 +190,15 @@ def analyze_photo(process, image: np.ndarray, options: AnalyzeOptions, max_peopl
     depth = np.full((h, w), np.nan, np.float32)
     normal = np.full((h, w, 3), np.nan, np.float32)
     keypoints = np.zeros((len(people), 308, 3), np.float32)
+    keypoints_3d = np.full((len(people), 308, 4), np.nan, np.float32)
     distances = []
     for k, person in enumerate(people, start=1):
         progress("geometry", k / max(1, len(people)), f"depth, normals and parts of person {k}")
         keypoints[k - 1] = to_goliath(person.pose[:, [0, 1, 3]], person.left_hand,
                                       person.right_hand, person.face)
+        # MediaPipe's own 3D pose: the fit takes its bones' directions (the pseudo-depth below
+        # is smoothed over the body and flattens limbs that point at the camera or away).
+        keypoints_3d[k - 1] = to_goliath_3d(person.world, person.pose[:, 3])
         box, p_parts, p_depth, p_normal, z = person_geometry(person, intrinsics, (h, w))
         m = person.mask[box]
         np.copyto(mask[box], np.uint8(k), where=m)
@@ -216,4 +220,5 @@ def analyze_photo(process, image: np.ndarray, options: AnalyzeOptions, max_peopl
         "metric": np.array(True),
         "intrinsics": intrinsics,
         "keypoints": keypoints,
+        "keypoints_3d": keypoints_3d,
     }, timings

@@ -33,11 +33,12 @@ MAP_OUTPUTS: dict[str, tuple[str, list[int]]] = {
     "metric": ("BOOL", [1]),
     "intrinsics": ("FP32", [3, 3]),
     "keypoints": ("FP32", [-1, 308, 3]),
+    "keypoints_3d": ("FP32", [-1, 308, 4]),
     "source": ("BYTES", [1]),
     "normal_agreement_deg": ("FP32", [1]),
     "notes": ("BYTES", [-1]),
 }
-OPTIONAL_OUTPUTS = frozenset({"pointmap", "normal_agreement_deg", "notes"})
+OPTIONAL_OUTPUTS = frozenset({"pointmap", "keypoints_3d", "normal_agreement_deg", "notes"})
 
 
 class Cancelled(InferenceServerError):

@@ -22,6 +22,7 @@ FIT_INPUTS = {  # name: (datatype, shape, required)
     "part_names": ("BYTES", [-1], True),
     "intrinsics": ("FP32", [3, 3], True),
     "keypoints": ("FP32", [-1, 308, 3], True),
+    "keypoints_3d": ("FP32", [-1, 308, 4], False),
     "depth": ("FP32", [-1, -1], False),
     "pointmap": ("FP32", [-1, -1, 3], False),
     "normal": ("FP32", [-1, -1, 3], False),
@@ -151,7 +152,8 @@ class BodyFitBackend(_BodyModelBackend):
                 observations.append(observe(
                     pid, mask=maps["mask"], parts=maps["parts"], part_names_in=maps["part_names"],
                     intrinsics=maps["intrinsics"], keypoints=maps["keypoints"], depth=maps.get("depth"),
-                    pointmap=maps.get("pointmap"), metric=maps.get("metric", True)))
+                    pointmap=maps.get("pointmap"), metric=maps.get("metric", True),
+                    keypoints_3d=maps.get("keypoints_3d")))
             except ObservationError as exc:
                 skipped[pid] = str(exc)
         if not observations:

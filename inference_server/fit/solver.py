@@ -116,9 +116,15 @@ class FitSettings:
     # read where a noisy keypoint lands. At 0.5 it held the joints to those guesses against the
     # dense surface, which knows the depth better; at 0.25 the ground truth's joints max 1.21 ->
     # 1.11 cm on average, an elbow over a hole 4.18 -> 3.64 cm (docs/body_fit.md).
+    # world: the bones' directions in the backend's own 3D pose (the offline backend's MediaPipe
+    # world landmarks; no Sapiens backend gives one), turned onto the body first. On the
+    # real-photo benchmark (benchmarks/bench_real.py), 3D frames' PA-MPJPE mean / 2D photos'
+    # error: 219 mm / 6.0 % without it, 185 / 6.6 at 1, 183 / 6.8 at 2, 179 mm at 5 with the 2D
+    # error up to 7-12 % of a person's size (MediaPipe's own landmarks: 175 mm / 5.9 %). Its
+    # depth component alone at 2: 184 mm / 7.4 %.
     weights: dict = field(default_factory=lambda: {
         "lift": 0.25, "lift_dense": 1.0, "prior": 1.0, "prior_seen": 0.03, "hinge": 1.0, "surface": 4.0,
-        "inside": 0.5, "part": 0.2, "cover": 0.3, "world": 0.1})
+        "inside": 0.5, "part": 0.2, "cover": 0.3, "world": 1.0})
     dtype: torch.dtype = torch.float32
     # torch.compile the evaluation (group._body_pass): on this CPU the skeleton stage's is
     # faster compiled, but the surface stage's with the shape free is not (a fit 0.99x as fast

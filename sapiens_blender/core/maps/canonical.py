@@ -50,6 +50,7 @@ class Maps:
     metric: bool = True
     source: str = "unknown"
     pointmap: np.ndarray | None = None  # float32 [H,W,3]
+    keypoints_3d: np.ndarray | None = None  # float32 [P,308,4]: x, y, z (m, hips at 0), confidence
     extras: dict = field(default_factory=dict)  # non-contract diagnostics, e.g. normal_agreement_deg
 
     # --- shape -----------------------------------------------------------------------------
@@ -133,6 +134,19 @@ class Maps:
             raise MapsError("keypoint scores must lie in [0, 1]")
         self.keypoints = kp
 
+        if self.keypoints_3d is not None:
+            k3 = np.asarray(self.keypoints_3d)
+            if k3.ndim != 3 or k3.shape[1:] != (NUM_KEYPOINTS, 4) or k3.shape[0] != kp.shape[0]:
+                raise MapsError(f"keypoints_3d must be [P,{NUM_KEYPOINTS},4] with the keypoints' "
+                                f"{kp.shape[0]} rows, got {k3.shape}")
+            if k3.dtype.kind != "f":
+                raise MapsError(f"keypoints_3d must be float32, got {k3.dtype}")
+            k3 = k3.astype(np.float32)
+            conf = k3[..., 3]
+            if np.any(np.isinf(k3)) or np.any((conf < 0) | (conf > 1)):
+                raise MapsError("keypoints_3d must be finite or NaN, confidences in [0, 1]")
+            self.keypoints_3d = k3
+
         n_people = int(self.mask.max(initial=0))
         if kp.shape[0] and kp.shape[0] < n_people:
             raise MapsError(f"mask has person id {n_people} but keypoints has {kp.shape[0]} rows")
@@ -157,6 +171,8 @@ class Maps:
         }
         if self.pointmap is not None:
             out["pointmap"] = self.pointmap
+        if self.keypoints_3d is not None:
+            out["keypoints_3d"] = self.keypoints_3d
         # Extras (diagnostics such as normal_agreement_deg, notes) round-trip through save/load
         # when they are plain numeric/text arrays; objects that would need a pickle are dropped.
         for key, value in self.extras.items():
@@ -196,6 +212,7 @@ class Maps:
             metric=bool(np.asarray(arrays.get("metric", True))),
             source=_as_str(arrays.get("source", "unknown")),
             pointmap=None if arrays.get("pointmap") is None else np.asarray(arrays["pointmap"]),
+            keypoints_3d=None if arrays.get("keypoints_3d") is None else np.asarray(arrays["keypoints_3d"]),
             extras=extras,
         )
         return maps.validate()

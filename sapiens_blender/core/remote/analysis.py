@@ -107,7 +107,7 @@ def fit_body(client: V2Client, maps: Maps, people: list[int] | None = None,
               "intrinsics": np.asarray(maps.intrinsics, np.float32),
               "keypoints": np.asarray(maps.keypoints, np.float32),
               "metric": np.asarray([bool(maps.metric)])}
-    for key in ("depth", "pointmap"):
+    for key in ("depth", "pointmap", "keypoints_3d"):
         value = getattr(maps, key)
         if value is not None and np.isfinite(value).any():
             inputs[key] = np.asarray(value, np.float32)

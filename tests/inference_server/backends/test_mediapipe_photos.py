@@ -161,8 +161,16 @@ def test_mirrored_photo_shows_a_mirrored_person(results):
 
 def test_maps_follow_the_contract(results):
     maps = results("original")
-    assert set(maps) == set(MAP_OUTPUTS) - OPTIONAL_OUTPUTS
+    assert set(maps) == set(MAP_OUTPUTS) - OPTIONAL_OUTPUTS | {"keypoints_3d"}
     m = Maps.from_arrays(dict(maps)).validate()
+    # MediaPipe's own 3D pose, hips at the origin, in the camera's axes: the head above the
+    # hips (y down), the shoulders about a shoulder width apart; no hands or face in it.
+    k3 = m.keypoints_3d[0]
+    at = {n: k3[KEYPOINT_NAMES.index(n)] for n in ("left_hip", "right_hip", "nose", "left_shoulder",
+                                                   "right_shoulder", "left_wrist")}
+    assert np.allclose((at["left_hip"][:3] + at["right_hip"][:3]) / 2, 0, atol=0.02)
+    assert at["nose"][1] < -0.4 and 0.2 < np.linalg.norm(at["left_shoulder"][:3] - at["right_shoulder"][:3]) < 0.5
+    assert np.isnan(k3[KEYPOINT_NAMES.index("left_thumb4")]).all() and 0 <= at["left_wrist"][3] <= 1
     assert m.metric and m.source.startswith("mediapipe-0.10.21")
     person = m.mask > 0
     assert np.isfinite(m.depth[person]).all() and np.isnan(m.depth[~person]).all()

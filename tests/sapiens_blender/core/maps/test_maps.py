@@ -70,3 +70,22 @@ def test_server_copy_of_goliath_data_matches():
     assert server.PART_NAMES_SAPIENS2 == goliath.PART_NAMES_SAPIENS2
     assert goliath.KEYPOINT_INDEX["right_wrist"] == 41 and goliath.KEYPOINT_INDEX["left_hip"] == 9
     assert len(goliath.PART_NAMES_SAPIENS1) == 28 and goliath.PART_NAMES_SAPIENS1[2] == "Face_Neck"
+
+
+def test_keypoints_3d_round_trip_and_are_checked(tmp_path):
+    """The backend's own 3D pose (optional): saved and loaded with the maps, its shape and
+    values checked like the rest of the contract."""
+    m = make_maps(people=2)
+    k3 = np.full((2, 308, 4), np.nan, np.float32)
+    k3[:, :17] = [0.1, -0.2, 0.05, 0.9]
+    m.keypoints_3d = k3
+    m.validate()
+    back = Maps.load(m.save(tmp_path / "m.npz"))
+    assert np.array_equal(back.keypoints_3d, k3, equal_nan=True) and "keypoints_3d" not in back.extras
+    assert make_maps().keypoints_3d is None and Maps.load(make_maps().save(tmp_path / "n.npz")).keypoints_3d is None
+    for bad, why in ((k3[:1], r"\[P,308,4\] with the keypoints' 2 rows"), (k3[..., :3], r"\[P,308,4\]"),
+                     (np.where(np.isnan(k3), np.inf, k3), "finite or NaN"),
+                     (np.where(np.isnan(k3), 2.0, k3), r"confidences in \[0, 1\]")):
+        m.keypoints_3d = bad
+        with pytest.raises(MapsError, match=why):
+            m.validate()
