@@ -16,12 +16,12 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .body_state import RestState, Skeleton, VertexSample
 from .correspondences import JOINT_NAMES, JOINT_SOURCES, part_of_bone, part_names
 from .kinematics import Chain
 from .phenotype_basis import PhenotypeBasis
@@ -57,54 +57,6 @@ def rotvec_to_matrix(rotvec: torch.Tensor) -> torch.Tensor:
     k = torch.stack([zero, -z, y, z, zero, -x, -y, x, zero], -1).reshape(*rotvec.shape[:-1], 3, 3)
     eye = torch.eye(3, dtype=rotvec.dtype, device=rotvec.device).expand_as(k)
     return eye + a[..., None] * k + b[..., None] * (k @ k)
-
-
-@dataclass
-class RestState:
-    """The shaped body at rest (everything that does not depend on the pose)."""
-
-    coeffs: torch.Tensor
-    heads: torch.Tensor
-    tails: torch.Tensor
-    poses: torch.Tensor  # rest bone matrices [P,B,4,4]
-    subset: torch.Tensor  # rest positions of the skeleton pass's vertices
-    vertices: torch.Tensor | None = None
-    sample: torch.Tensor | None = None  # rest positions of a VertexSample's skinned set
-    inverse: torch.Tensor | None = None  # P^-1 and P_p^-1 P_c [P,B,4,4]: kinematics.Chain's
-    relative: torch.Tensor | None = None
-
-    def _map(self, fn) -> "RestState":
-        return RestState(*(None if x is None else fn(x) for x in (getattr(self, f.name) for f in fields(self))))
-
-    def detach(self) -> "RestState":
-        return self._map(lambda x: x.detach())
-
-    def expand(self, n: int) -> "RestState":
-        """One person's rest body repeated ``n`` times (views, no copies)."""
-        return self._map(lambda x: x.expand(n, *x.shape[1:]))
-
-
-@dataclass
-class VertexSample:
-    """A fixed subset of the mesh with its blendshape and skin-weight rows taken once: the
-    fit's surface terms shape and skin only these vertices, not the whole mesh. They are shaped
-    and skinned in one set with the skeleton pass's vertices (those first, then the sample's
-    others): one blend and one skinning per evaluation instead of two each."""
-
-    index: torch.Tensor  # [S] vertex ids
-    template: torch.Tensor  # [M,3] the skinned set: the skeleton pass's vertices, then the rest of the sample's
-    blendshapes: torch.Tensor  # [C,M,3]
-    weights: torch.Tensor  # [M,B] dense skin weights
-    rows: torch.Tensor  # [S] each sample vertex's row in the skinned set
-    skinned: torch.Tensor  # [M] the skinned set's vertex ids
-
-
-@dataclass
-class Skeleton:
-    joints: torch.Tensor  # [P,J,3] model frame, JOINT_NAMES order
-    bone_poses: torch.Tensor  # [P,B,4,4]
-    rest_bone_poses: torch.Tensor  # [P,B,4,4]
-    transforms: torch.Tensor  # [P,B,4,4] = bone_poses @ inv(rest_bone_poses)
 
 
 class BodyModel:

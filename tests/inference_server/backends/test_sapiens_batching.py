@@ -133,7 +133,7 @@ def test_flip_test_is_on_by_default_and_can_be_turned_off(backend):
 def test_flip_in_one_forward_gives_the_same_keypoints(backend, monkeypatch):
     """On an accelerator the flipped crops share the crops' forward (a batch of 2n); forced on
     here on the CPU: one pose forward instead of two, the same keypoints as the two forwards."""
-    from inference_server.backends import sapiens_pipeline
+    from inference_server.backends import sapiens_pose
 
     image = photo(120, 90)
     options = AnalyzeOptions(max_side=96, tasks=("seg", "pose"))
@@ -141,7 +141,7 @@ def test_flip_in_one_forward_gives_the_same_keypoints(backend, monkeypatch):
     two = backend.analyze(image, options)
     assert calls["pose"] == [1, 1]
     calls.clear()
-    monkeypatch.setattr(sapiens_pipeline, "FLIP_IN_ONE_FORWARD", True)
+    monkeypatch.setattr(sapiens_pose, "FLIP_IN_ONE_FORWARD", True)
     one = backend.analyze(image, options)
     assert calls["pose"] == [2]
     assert_same_maps(one, two)
