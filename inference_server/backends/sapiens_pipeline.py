@@ -320,7 +320,7 @@ def _after_depth(runner, p: _Photo, raw) -> None:
     else:
         raw = raw.cpu().numpy() if hasattr(raw, "cpu") else raw  # percentiles: on the host
         depth = depth_scale.relative_depth_to_z(raw, p.people, float(p.k[1, 1]))
-        p.points = _points_from_depth(depth, p.k)
+        p.points = intrinsics.points_from_depth(depth, p.k)
         if not p.depth_for_normals:
             p.depth = depth
 
@@ -356,15 +356,6 @@ def _on(values, like):
     import torch
 
     return torch.as_tensor(np.asarray(values, np.float32), device=like.device)
-
-
-def _points_from_depth(depth: np.ndarray, k: np.ndarray) -> np.ndarray:
-    h, w = depth.shape
-    u = np.arange(w, dtype=np.float32) + 0.5
-    v = np.arange(h, dtype=np.float32) + 0.5
-    x = (u[None, :] - k[0, 2]) * depth / k[0, 0]
-    y = (v[:, None] - k[1, 2]) * depth / k[1, 1]
-    return np.stack([x, y, depth], -1).astype(np.float32)
 
 
 def _source(name: str, agreement: float, signs) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import ndimage
 
+from ..processing.intrinsics import points_from_depth
 from .correspondences import (COVERING_CLASSES, JOINT_KEYPOINT_INDEX, JOINT_NAMES, SKIN_JOINTS,
                               covered_classes, is_finger, part_names)
 
@@ -159,8 +160,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
         z = pm[..., 2]
     elif depth is not None and np.isfinite(np.asarray(depth)[mine]).any():
         z = np.asarray(depth, np.float64)
-        rr, cc = np.mgrid[0:h, 0:w]
-        pm = np.stack([(cc + 0.5 - k[0, 2]) / k[0, 0] * z, (rr + 0.5 - k[1, 2]) / k[1, 1] * z, z], -1)
+        pm = points_from_depth(z, k, np.float64)
     has_depth = z is not None
 
     # Lifted keypoint depth: the median of this person's valid depth around the keypoint.

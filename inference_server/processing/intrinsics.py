@@ -21,6 +21,20 @@ def default_intrinsics(height: int, width: int, focal_per_long_side: float = DEF
     return np.array([[f, 0.0, width / 2.0], [0.0, f, height / 2.0], [0.0, 0.0, 1.0]], np.float32)
 
 
+def points_from_depth(depth: np.ndarray, k: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """Camera-frame XYZ [H,W,3] of each pixel centre (c + 0.5, r + 0.5) of a Z-depth map [H,W]
+    (docs/maps_format.md): the server's one back-projection (the pipeline's pointmap, the fit's
+    observed surface)."""
+    h, w = depth.shape
+    k = np.asarray(k, np.float64)
+    z = np.asarray(depth, dtype)
+    u = np.arange(w, dtype=dtype) + 0.5
+    v = np.arange(h, dtype=dtype) + 0.5
+    x = (u[None, :] - dtype(k[0, 2])) * z / dtype(k[0, 0])
+    y = (v[:, None] - dtype(k[1, 2])) * z / dtype(k[1, 1])
+    return np.stack([x, y, z], -1).astype(dtype, copy=False)
+
+
 def fit_intrinsics(pointmap: np.ndarray, valid: np.ndarray | None = None):
     """Least-squares K from camera-frame points [H,W,3]: u = fx * X/Z + cx, v = fy * Y/Z + cy.
 
