@@ -183,7 +183,12 @@ class BodyFitBackend(_BodyModelBackend):
                 continue
             arr = np.asarray(v)
             if k == "part_names":
+                if arr.size > 256 or any(len(x) > 4 * 64 for x in arr.reshape(-1) if isinstance(x, (bytes, str))):
+                    raise BackendError("part_names: at most 256 names of at most 64 characters "
+                                       "(docs/maps_format.md)", 400)
                 out[k] = [_text(x) for x in arr.reshape(-1)]
+                if any(not n or len(n) > 64 for n in out[k]):
+                    raise BackendError("part_names: each name is 1 to 64 characters (docs/maps_format.md)", 400)
                 continue
             if k == "metric":
                 out[k] = bool(arr.reshape(-1)[0]) if arr.size else True

@@ -110,6 +110,9 @@ class Maps:
         self.part_names = tuple(str(n) for n in self.part_names)
         if not self.part_names:
             raise MapsError("part_names is empty")
+        bad = part_name_problem(self.part_names)
+        if bad:
+            raise MapsError(bad)
         if int(self.parts.max(initial=0)) >= len(self.part_names):
             raise MapsError(
                 f"parts uses class id {int(self.parts.max())} but part_names has only "
@@ -296,6 +299,28 @@ def _as_str(value) -> str:
     if arr.dtype.kind == "S":
         return arr.tobytes().decode("utf-8", "replace").rstrip("\x00")
     return str(arr.reshape(-1)[0]) if arr.size else ""
+
+
+# Part names become vertex-group and material names, and per-vertex text arrays sized by the
+# longest name: a 100,000-character name in a 2 MB maps file made a build ask for ~40 GiB.
+MAX_PART_NAME = 64
+MAX_PART_NAMES = 256  # class ids are uint8
+_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-. ()")
+
+
+def part_name_problem(names) -> str | None:
+    """Why ``names`` cannot be a maps file's part names (too many, too long, odd characters),
+    or None."""
+    if len(names) > MAX_PART_NAMES:
+        return f"part_names has {len(names)} names, at most {MAX_PART_NAMES} (class ids are uint8)"
+    for i, name in enumerate(names):
+        if not name or len(name) > MAX_PART_NAME:
+            return (f"part_names[{i}] is {len(name)} characters long: names are 1 to {MAX_PART_NAME} "
+                    f"characters")
+        if not set(name) <= _NAME_CHARACTERS:
+            odd = sorted(set(name) - _NAME_CHARACTERS)[:5]
+            return f"part_names[{i}] holds characters other than letters, digits and _-. (): {odd!r}"
+    return None
 
 
 def points_from_depth(depth: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:

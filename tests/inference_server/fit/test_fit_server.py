@@ -60,6 +60,12 @@ def test_bad_maps_are_a_clear_400(client, body_model_scene):
     with pytest.raises(SapiensServerError) as err:
         fit_body(client, body_model_scene.maps, people=[7])
     assert "no person [7]" in str(err.value)
+    # A 100,000-character part name (past the client's own check): refused, not carried along.
+    long = copy.deepcopy(body_model_scene.maps)
+    long.part_names = ("x" * 100_000,) + long.part_names[1:]
+    with pytest.raises(SapiensServerError) as err:
+        fit_body(client, long)
+    assert "part_names" in str(err.value) and "64 characters" in str(err.value)
 
 
 def test_fit_device_choice(monkeypatch):

@@ -89,3 +89,18 @@ def test_keypoints_3d_round_trip_and_are_checked(tmp_path):
         m.keypoints_3d = bad
         with pytest.raises(MapsError, match=why):
             m.validate()
+
+
+def test_part_names_are_checked_where_maps_are_read():
+    """A 100,000-character part name in a 2 MB maps file made a build allocate ~40 GiB (a
+    per-vertex text array sized by the longest name): names are 1-64 plain characters."""
+    m = make_maps()
+    names = list(m.part_names)
+    for bad, why in (("x" * 100_000, "100000 characters long"), ("", "0 characters long"),
+                     ("Arm/../..", r"characters other than letters"), ("Arm\u202e", r"characters other than letters")):
+        m.part_names = tuple([bad] + names[1:])
+        with pytest.raises(MapsError, match=why):
+            m.validate()
+    m.part_names = tuple(names + [f"extra_{i}" for i in range(300)])
+    with pytest.raises(MapsError, match="at most 256"):
+        m.validate()
