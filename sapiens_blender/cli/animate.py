@@ -63,8 +63,13 @@ def check_args(args) -> str | None:
         return "--stride and --parallel must be at least 1, --start at least 0"
     if args.end is not None and args.end <= args.start:
         return "--end must be after --start"
-    if args.fps is not None and not args.fps > 0:
-        return "--fps must be positive"
+    if args.fps is not None:
+        from ..core.motion.sources import FrameSourceError, checked_fps
+
+        try:
+            checked_fps(args.fps, "--fps")
+        except FrameSourceError as exc:
+            return str(exc)
     return None
 
 

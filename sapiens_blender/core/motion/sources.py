@@ -20,6 +20,22 @@ from ..errors import SapiensError
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 VIDEO_SUFFIXES = (".mp4", ".mov", ".avi", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".gif")
 DEFAULT_FPS = 25.0  # an image or maps folder says nothing about its frame rate
+# The frame rates a clip may have: Blender keys whole frames at fps / fps_base and glTF keys
+# seconds; outside this range they disagree, or the timing overflows (--fps inf ran the whole
+# analysis, then died on an OverflowError).
+MIN_FPS, MAX_FPS = 0.1, 1000.0
+
+
+def checked_fps(fps, what: str = "fps") -> float:
+    """``fps`` as a float, or FrameSourceError saying why it cannot be a frame rate."""
+    try:
+        value = float(fps)
+    except (TypeError, ValueError):
+        raise FrameSourceError(f"{what} must be a number, got {fps!r}") from None
+    if not MIN_FPS <= value <= MAX_FPS:  # NaN fails too
+        raise FrameSourceError(f"{what} must be between {MIN_FPS:g} and {MAX_FPS:g} frames per second, "
+                               f"got {fps!r}")
+    return value
 
 
 class FrameSourceError(SapiensError, ValueError):
@@ -93,9 +109,9 @@ class ImageFolder(FrameSource):
     def __init__(self, folder, frames: FrameRange | None = None, fps: float | None = None):
         super().__init__(frames)
         self.folder = Path(folder)
+        self.fps = checked_fps(fps if fps is not None else DEFAULT_FPS)
         self.files = _sorted_files(self.folder, IMAGE_SUFFIXES, "images")
         self.total = len(self.files)
-        self.fps = float(fps or DEFAULT_FPS)
 
     def __iter__(self):
         for i, path in enumerate(self.files):
@@ -109,9 +125,9 @@ class MapsFolder(FrameSource):
     def __init__(self, folder, frames: FrameRange | None = None, fps: float | None = None):
         super().__init__(frames)
         self.folder = Path(folder)
+        self.fps = checked_fps(fps if fps is not None else DEFAULT_FPS)
         self.files = _sorted_files(self.folder, (".npz",), "maps files (.npz)")
         self.total = len(self.files)
-        self.fps = float(fps or DEFAULT_FPS)
 
     def __iter__(self):
         for i, path in enumerate(self.files):
@@ -192,6 +208,8 @@ class VideoFile(FrameSource):
     def __init__(self, path, frames: FrameRange | None = None, fps: float | None = None,
                  decoder_python: str | None = None):
         super().__init__(frames)
+        if fps is not None:
+            checked_fps(fps)
         self.path = Path(path)
         if not self.path.is_file():
             raise FrameSourceError(f"the video {self.path} does not exist or is not a file")
@@ -208,7 +226,8 @@ class VideoFile(FrameSource):
                 "(convert it to H.264 .mp4, or export its frames to a folder of images)")
         self.width, self.height = info["width"], info["height"]
         native = info["fps"]
-        self.fps = float(fps or (native if 0 < native < 1000 else DEFAULT_FPS))
+        # A container's own rate outside the range (0, 1e-6, 90000 were seen) is not trusted.
+        self.fps = float(fps if fps is not None else (native if MIN_FPS <= native <= MAX_FPS else DEFAULT_FPS))
         self.total = info["count"] if info["count"] > 0 else None  # containers may not say
 
     def __iter__(self):
@@ -273,6 +292,8 @@ def _clean_env() -> dict:
 def open_source(path, frames: FrameRange | None = None, fps: float | None = None,
                 maps: bool = False, decoder_python: str | None = None) -> FrameSource:
     """The right source for ``path``: a maps folder (``maps=True``), an image folder or a video."""
+    if fps is not None:
+        checked_fps(fps)
     path = Path(path)
     if maps:
         if not path.is_dir():

@@ -176,6 +176,29 @@ def test_frame_sources_select_sort_and_explain(tmp_path):
         open_source(tmp_path / "bad.mp4")
 
 
+def test_frame_rates_are_checked_before_any_work(tmp_path, monkeypatch):
+    """--fps inf ran the whole analysis and then died on an OverflowError; 1e-6 made the .blend
+    and the .glb disagree: a rate outside 0.1-1000 fps is refused when the source opens, and a
+    video whose own rate is outside it plays at the default."""
+    from sapiens_blender.cli import main
+
+    (tmp_path / "f1.png").write_bytes(b"x")
+    for fps in (float("inf"), float("nan"), 1e308, 1e-6, 0.0, -5.0):
+        with pytest.raises(FrameSourceError, match="between 0.1 and 1000"):
+            ImageFolder(tmp_path, fps=fps)
+        with pytest.raises(FrameSourceError, match="between 0.1 and 1000"):
+            open_source(tmp_path / "missing.mp4", fps=fps)  # before looking for the file
+    assert ImageFolder(tmp_path, fps=0.5).fps == 0.5
+    assert main(["animate", str(tmp_path), "--fps", "inf", "-o", str(tmp_path / "a.glb")]) == 2
+    from sapiens_blender.core.motion import sources
+
+    _, path = _write_video(tmp_path)
+    real = sources._local_decoder()
+    said = {**real, "probe": lambda p: {**real["probe"](p), "fps": 1e-6}}  # a container's odd rate
+    monkeypatch.setattr(sources, "_local_decoder", lambda: said)
+    assert open_source(path).fps == 25.0
+
+
 def _write_video(tmp_path):
     cv2 = pytest.importorskip("cv2")
     path = tmp_path / "clip.avi"
