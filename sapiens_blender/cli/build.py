@@ -179,19 +179,24 @@ def load_input(args):
     from .. import api
     from ..core.maps.canonical import Maps
 
+    seconds = None
     if args.maps:
-        return Maps.load(args.maps), Path(args.maps).stem, None
-    photo = Path(args.photo)
-    if not photo.is_file():
-        raise FileNotFoundError(f"no such photo: {photo}")
-    if args.lite_dir:
-        from ..blender.images import read_photo
-        from ..core.maps.lite_files import load_lite_maps
+        maps, name = Maps.load(args.maps), Path(args.maps).stem
+    else:
+        photo = Path(args.photo)
+        if not photo.is_file():
+            raise FileNotFoundError(f"no such photo: {photo}")
+        name = photo.stem
+        if args.lite_dir:
+            from ..blender.images import read_photo
+            from ..core.maps.lite_files import load_lite_maps
 
-        return load_lite_maps(args.lite_dir, photo.stem, read_photo(photo)), photo.stem, None
-    start = time.perf_counter()
-    maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server,
-                       token=server_token(args), fit=bool(args.body))
-    if args.save_maps:  # right away: a failing build loses no analysis
-        maps.save(args.save_maps)
-    return maps, photo.stem, time.perf_counter() - start
+            maps = load_lite_maps(args.lite_dir, photo.stem, read_photo(photo))
+        else:
+            start = time.perf_counter()
+            maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server,
+                               token=server_token(args), fit=bool(args.body))
+            seconds = time.perf_counter() - start
+    if args.save_maps:  # right away, whatever the input (a --maps copy, converted lite files, an
+        maps.save(args.save_maps)  # analysis): a failing build loses nothing
+    return maps, name, seconds

@@ -152,10 +152,26 @@ def test_lite_outputs_build(tmp_path):
     kp = maps.keypoints[0]
     pose = {"instance_info": [{"keypoints": kp[:, :2].tolist(), "keypoint_scores": kp[:, 2].tolist()}]}
     (tmp_path / "lite/pose/shot.json").write_text(json.dumps(pose))
-    proc = run_cli("build", tmp_path / "shot.png", "--lite-dir", tmp_path / "lite", "-o", tmp_path / "shot.blend")
+    proc = run_cli("build", tmp_path / "shot.png", "--lite-dir", tmp_path / "lite", "-o", tmp_path / "shot.blend",
+                   "--save-maps", tmp_path / "shot.npz")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "people: 1" in proc.stdout and "relative depth" in proc.stdout
     assert (tmp_path / "shot.blend").stat().st_size > 0
+    # --save-maps keeps the converted lite files as canonical maps (it wrote nothing without --body)
+    from sapiens_blender.core.maps.canonical import Maps
+
+    assert not Maps.load(tmp_path / "shot.npz").metric
+
+
+def test_save_maps_without_a_body_keeps_a_copy_of_maps_read(built, tmp_path):
+    """build --maps X --save-maps Y without --body silently wrote nothing (issue 37)."""
+    from sapiens_blender.core.maps.canonical import Maps
+
+    tmp, maps, _ = built
+    proc = run_cli("build", "--maps", tmp / "two.npz", "--save-maps", tmp_path / "copy.npz", "-o", tmp_path / "c.glb")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    copy = Maps.load(tmp_path / "copy.npz")
+    assert copy.person_ids == maps.person_ids and np.array_equal(copy.depth, maps.depth, equal_nan=True)
 
 
 @pytest.mark.parametrize("args, code, message", [
