@@ -117,6 +117,20 @@ def observations(maps) -> list:
                     pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]
 
 
+def started_group(body_model, maps, group_class=None):
+    """The people of ``maps`` as one group of the fit (group.Group, or ``group_class``), their
+    closed-form starts set, as the solver's stages receive them."""
+    from inference_server.fit.group import Group
+    from inference_server.fit.problem import PersonProblem
+    from inference_server.fit.solver import BodyFitter
+
+    fitter = BodyFitter(body_model)
+    problems = [PersonProblem(fitter, obs) for obs in observations(maps)]
+    for p in problems:
+        p.init_closed_form()
+    return (group_class or Group)(problems)
+
+
 def fit_case(body_model, name: str, settings=None, given=None):
     """Fit every person of a case (or of ``given`` = (maps, true bodies)): (fit arrays, maps,
     true bodies, seconds)."""

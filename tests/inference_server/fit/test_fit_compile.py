@@ -16,18 +16,6 @@ import gt_cases
 pytestmark = [pytest.mark.slow, pytest.mark.torch, pytest.mark.anny]
 
 
-def _group(body, maps):
-    from inference_server.fit.group import Group
-    from inference_server.fit.problem import PersonProblem
-    from inference_server.fit.solver import BodyFitter
-
-    fitter = BodyFitter(body)
-    problems = [PersonProblem(fitter, obs) for obs in gt_cases.observations(maps)]
-    for p in problems:
-        p.init_closed_form()
-    return Group(problems)
-
-
 @pytest.mark.parametrize("name", ["two_people", "relative_depth", "no_depth"])
 def test_every_stage_evaluates_as_one_graph(body, name):
     import torch
@@ -36,7 +24,7 @@ def test_every_stage_evaluates_as_one_graph(body, name):
     from inference_server.fit.group import _body_pass
     from inference_server.fit.terms import GroupTerms
 
-    group = _group(body, gt_cases.case(name)[0])
+    group = gt_cases.started_group(body, gt_cases.case(name)[0])
     for dense, shape in ((False, True), (True, False), (True, True)):  # skeleton, surface, shape round
         group._rest = {}
         group.terms = GroupTerms(group.problems)

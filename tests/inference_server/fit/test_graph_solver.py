@@ -54,25 +54,13 @@ def _backward_nodes(loss) -> set:
     return {type(n).__name__ for n in seen}
 
 
-def _graph_group(body, maps):
-    from inference_server.fit.graph_solver import GraphGroup
-    from inference_server.fit.problem import PersonProblem
-    from inference_server.fit.solver import BodyFitter
-
-    fitter = BodyFitter(body)
-    problems = [PersonProblem(fitter, obs) for obs in gt_cases.observations(maps)]
-    for p in problems:
-        p.init_closed_form()
-    return GraphGroup(problems)
-
-
 @pytest.mark.parametrize("name", ["two_people", "relative_depth", "no_depth"])
 def test_a_step_reads_nothing_back_from_the_device(body, name, monkeypatch):
+    from inference_server.fit.graph_solver import GraphGroup
     from inference_server.fit.terms import GroupTerms
 
     monkeypatch.setattr(body, "sync_free", True)  # as on CUDA (BodyModel.sync_free None there)
-
-    group = _graph_group(body, gt_cases.case(name)[0])
+    group = gt_cases.started_group(body, gt_cases.case(name)[0], GraphGroup)
     group.terms = GroupTerms(group.problems)
     for dense in (False, True):
         solver = group._active = group._solver(dense)
