@@ -28,6 +28,7 @@ only group.Group.run_lbfgs (FitSettings.solver = "graph").
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import OrderedDict
 
@@ -35,6 +36,8 @@ import torch
 
 from .group import Group, losses_of
 from .terms import GroupTerms
+
+log = logging.getLogger(__name__)
 
 # Step lengths tried in parallel along each L-BFGS direction, longest first (1 is the quasi-
 # Newton step; the short ones catch a first step of a round, whose scale is a guess).
@@ -210,7 +213,16 @@ class _Solver:
             return fn()
         graph = self.graphs.get(what)
         if graph is None:
-            graph = self.graphs[what] = _capture(fn, self.state)
+            try:
+                graph = self.graphs[what] = _capture(fn, self.state)
+            except RuntimeError as exc:  # torch.AcceleratorError is one: a step that cannot be held
+                # The same arithmetic eagerly, for this process (the first H100 capture failed on
+                # a backward formula that read the device; say so rather than fail the fit).
+                global CAPTURE
+                CAPTURE, self.capture = False, False
+                log.warning("body fit: a CUDA graph of the %s could not be captured (%s: %s); the "
+                            "steps run without graphs from now on", what, type(exc).__name__, str(exc)[:300])
+                return fn()
         graph.replay()
 
 

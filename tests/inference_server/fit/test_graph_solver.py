@@ -139,6 +139,31 @@ def test_a_cancelled_graph_fit_stops(body):
     assert cancel.calls == 6
 
 
+def test_a_step_that_cannot_be_captured_runs_without_graphs(body, monkeypatch, caplog):
+    """On a GPU a failed capture falls back to the same steps without graphs (said in the log),
+    for the rest of the process, instead of failing the fit (on the CPU: the capture forced)."""
+    from inference_server.fit import graph_solver
+    from inference_server.fit.graph_solver import GraphGroup
+    from inference_server.fit.terms import GroupTerms
+
+    def refuse(fn, state):
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(graph_solver, "_capture", refuse)
+    monkeypatch.setattr(graph_solver, "CAPTURE", True)
+    group = gt_cases.started_group(body, gt_cases.case("clean")[0], GraphGroup)
+    group.terms = GroupTerms(group.problems)
+    solver = group._solver(False)
+    solver.capture = True  # as on CUDA
+    solver.state.x.copy_(group.layout.pack(group.problems))
+    solver.state.mask.copy_(group.layout.mask(group.problems, False, True, False))
+    solver.run("refresh")
+    f0 = solver.state.f.clone()
+    solver.run("step")
+    assert not solver.capture and not graph_solver.CAPTURE and solver.graphs == {}
+    assert (solver.state.f < f0).all() and "could not be captured" in caplog.text
+
+
 def test_an_unknown_solver_is_a_clear_error(body):
     from inference_server.fit.solver import FitSettings, fit_people
 
