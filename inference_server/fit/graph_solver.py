@@ -270,7 +270,8 @@ def _key(group: "GraphGroup", dense: bool, terms: GroupTerms) -> tuple:
     shapes = tuple((k, tuple(v.shape), v.dtype) for k, v in sorted(vars(terms).items()) if isinstance(v, torch.Tensor))
     # Python numbers the capture bakes in: the flags that shape the pass, the term weights.
     settings = group.problems[0].f.settings
-    flags = (terms.any_depth, terms.relative, terms.any_points, settings.fingers, tuple(sorted(terms.wt.items())))
+    flags = (terms.any_depth, terms.relative, terms.any_points, getattr(terms, "any_world", False), settings.fingers,
+             group.compiled, tuple(sorted(terms.wt.items())))
     return (id(group.body), dense, len(group.problems), flags, shapes)
 
 
