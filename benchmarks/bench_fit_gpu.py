@@ -30,40 +30,20 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests" / "support")]
 
-LIMB_JOINTS = ("left_shoulder", "right_shoulder", "left_elbow", "right_elbow", "left_wrist", "right_wrist",
-               "left_hip", "right_hip", "left_knee", "right_knee", "left_ankle", "right_ankle")
-UPPER_BODY_ONLY = ("half_body", "portrait")
-
-
-def _load_case(folder: Path, name: str):
-    from sapiens_blender.core.maps.canonical import Maps
-
-    maps = Maps.load(folder / f"{name}.npz")
-    truth = json.loads((folder / f"{name}.json").read_text())
-    return maps, truth
-
-
-def _observations(maps) -> list:
-    from inference_server.fit.observations import observe
-
-    return [observe(pid, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names,
-                    intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=maps.depth,
-                    pointmap=maps.pointmap, metric=maps.metric) for pid in maps.person_ids]
+from bench_fit import _limb_cm, load_case  # noqa: E402  (the saved cases and their scoring)
+from gt_cases import observations as _observations  # noqa: E402
 
 
 def _joint_cm(out: dict, truth: list, name: str) -> tuple[float, float]:
     """Mean and max over people of the limb joints' error (cm)."""
+    import scoring
     from inference_server.fit.correspondences import JOINT_NAMES
 
-    names = LIMB_JOINTS[:6] if name in UPPER_BODY_ONLY else LIMB_JOINTS
-    errs = []
-    for i, t in enumerate(truth):
-        fit = np.stack([out["joints"][i][JOINT_NAMES.index(n)] for n in names])
-        true = np.stack([np.asarray(t[n], np.float64) for n in names])
-        errs.append(100 * np.linalg.norm(fit - true, axis=1))
-    e = np.concatenate(errs)
+    names = _limb_cm(out, truth, name)[0]
+    e = np.concatenate([100 * scoring.joint_errors({n: out["joints"][i][JOINT_NAMES.index(n)] for n in names},
+                                                   t.joints, names) for i, t in enumerate(truth)])
     return float(e.mean()), float(e.max())
 
 
@@ -124,7 +104,7 @@ def main(argv=None) -> int:
     emit("setup", device=args.device, card=card, torch=torch.__version__, load_s=round(time.perf_counter() - t, 1))
     graph = FitSettings(solver="graph", **quick)
     for name in names:
-        maps, truth = _load_case(args.cases_dir, name)
+        maps, truth = load_case(name, args.cases_dir)
         obs = _observations(maps)
         try:
             out, first = _fit(body, obs, graph)
@@ -166,7 +146,7 @@ def main(argv=None) -> int:
             for k, v in saved.items():
                 getattr(solver.state, k).copy_(v)
     for name in (args.reference.split(",") if args.reference else []):
-        maps, truth = _load_case(args.cases_dir, name)
+        maps, truth = load_case(name, args.cases_dir)
         obs = _observations(maps)
         for device in dict.fromkeys([args.device, "cpu"]):
             model = body if device == args.device else BodyModel.load(device)
@@ -175,7 +155,7 @@ def main(argv=None) -> int:
             emit("lbfgs", case=name, device=device, seconds=round(sec / len(obs), 3), stages=_stages(out),
                  joints_mean_cm=round(mean_cm, 2), joints_max_cm=round(max_cm, 2))
     # Batched: one person repeated N times in one group (one photo: the terms need one grid).
-    maps, truth = _load_case(args.cases_dir, names[0])
+    maps, truth = load_case(names[0], args.cases_dir)
     one = _observations(maps)[:1]
     for n in (int(b) for b in args.batch.split(",") if b):
         settings = FitSettings(solver="graph", group_size=n, fold_tries=0, **quick)
@@ -184,7 +164,7 @@ def main(argv=None) -> int:
         emit("batched", case=names[0], people=n, seconds=round(sec, 3), people_per_s=round(n / sec, 1),
              stages=_stages(out))
     if args.compile:  # the evaluation through torch.compile too (compiling first: minutes)
-        maps, truth = _load_case(args.cases_dir, names[0])
+        maps, truth = load_case(names[0], args.cases_dir)
         obs = _observations(maps)
         settings = FitSettings(solver="graph", compile=True, **quick)
         t = time.perf_counter()
