@@ -99,6 +99,7 @@ class BodyModel:
         self._joint_plan = self._plan_joints()
         # anny's phenotype -> coefficient map in a dozen operations (None: anny's own is used)
         self._phenotype_basis = PhenotypeBasis.of(anny_model)
+        self._homogeneous_row = torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=dtype, device=device)
         self._chain = Chain(anny_model.kinematic_chain_levels, anny_model.kinematic_chain_indices, device, dtype)
 
     def _dense_weights(self, vertices: torch.Tensor | None = None) -> torch.Tensor:
@@ -204,10 +205,9 @@ class BodyModel:
         if m.root_identity_orientation:
             rot = rot.clone()
             rot[:, 0] = torch.eye(3, dtype=rot.dtype, device=rot.device)
-        # [R | h] over [0 0 0 1], without writing a Python number into a device tensor (a host
-        # to device copy, which a CUDA graph cannot hold: graph_solver.py)
-        bottom = torch.zeros((4,), dtype=rot.dtype, device=rot.device)
-        bottom = torch.cat([bottom[:3], torch.ones_like(bottom[:1])]).expand(p, len(self.bone_names), 1, 4)
+        # [R | h] over [0 0 0 1] (a constant: writing a Python number into a device tensor is a
+        # host-to-device copy, which a CUDA graph cannot hold: graph_solver.py)
+        bottom = self._homogeneous_row.to(rot.dtype).expand(p, len(self.bone_names), 1, 4)
         poses = torch.cat([torch.cat([rot, heads[..., None]], -1), bottom], -2)
         if sub_rest is None:
             sub_rest = self._rest_subset(coeffs)

@@ -30,6 +30,8 @@ FIT_INPUTS = {  # name: (datatype, shape, required)
     "image": ("UINT8", [-1, -1, 3], False),
 }
 MAX_PEOPLE = 16
+# Part names as docs/maps_format.md allows them (the add-on's core/maps checks the same).
+MAX_PART_NAMES, MAX_PART_NAME = 256, 64
 MOTION_INPUTS = {  # body_motion: one track of a clip (docs/body_format.md, "A body through a clip")
     "phenotypes": ("FP32", [6], True),
     "reference_bone_matrices": ("FP32", [-1, 4, 4], True),
@@ -183,12 +185,10 @@ class BodyFitBackend(_BodyModelBackend):
                 continue
             arr = np.asarray(v)
             if k == "part_names":
-                if arr.size > 256 or any(len(x) > 4 * 64 for x in arr.reshape(-1) if isinstance(x, (bytes, str))):
-                    raise BackendError("part_names: at most 256 names of at most 64 characters "
-                                       "(docs/maps_format.md)", 400)
                 out[k] = [_text(x) for x in arr.reshape(-1)]
-                if any(not n or len(n) > 64 for n in out[k]):
-                    raise BackendError("part_names: each name is 1 to 64 characters (docs/maps_format.md)", 400)
+                if len(out[k]) > MAX_PART_NAMES or any(not n or len(n) > MAX_PART_NAME for n in out[k]):
+                    raise BackendError(f"part_names: at most {MAX_PART_NAMES} names of 1 to {MAX_PART_NAME} "
+                                       f"characters each (docs/maps_format.md)", 400)
                 continue
             if k == "metric":
                 out[k] = bool(arr.reshape(-1)[0]) if arr.size else True
