@@ -57,6 +57,7 @@ class BuildResult:
         lines = [f"people: {len(self.people)}"]
         if self.report.warning:
             lines.append(f"warning: {self.report.warning}")
+        lines += [f"warning: {line}" for line in self.report.skipped]
         lines += self.person_lines()
         lines.append("seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in self.timings.items()))
         return "\n".join(lines)
@@ -161,31 +162,27 @@ def iter_build_products(maps: Maps, products, options: BuildOptions | None = Non
         steps_per_person += [("body", "body")]
     total = len(people) * len(steps_per_person) + 1
     done = 0
-    results = []
+    results, skipped = [], []
     for pid in people:
         person = incremental.PersonBuild(scope, pid)
-        for stage, _ in steps_per_person:
-            label = f"person {pid}: {stage}" if len(people) > 1 else stage
-            yield label, done / total
-            done += 1
-            if stage == "surface":
-                if person.mesh is None:  # the geometry (numpy) apart from the mesh object
-                    person.surface()
-            elif stage == "mesh":
-                person.ensure_mesh()
-            elif stage == "normal texture":
-                person.ensure_normal_texture(options.normal_space)
-            elif stage == "part materials":
-                person.ensure_part_materials()
-            elif stage == "armature":
-                person.ensure_armature(skin=False)
-            elif stage == "skinning":
-                for sub in person.skinning_steps():
-                    yield f"{label}: {sub}", (done - 0.5) / total
-            elif stage == "body":
-                person.ensure_body()
+        before, first_step = _objects_of(person), done
+        try:
+            for stage, _ in steps_per_person:
+                label = f"person {pid}: {stage}" if len(people) > 1 else stage
+                yield label, done / total
+                done += 1
+                yield from _person_step(person, stage, label, done, total, options)
+        except GeometryError as exc:
+            # One unusable person (no keypoints, an empty mask) must not cost the others: drop
+            # what this build made of them and go on; only when nobody is left does it fail.
+            _discard_new(person, before)
+            skipped.append((pid, exc))
+            done = first_step + len(steps_per_person)
+            continue
         results.append(PersonResult(pid, person.ensure_collection(), person.mesh, person.armature,
                                     person.finish(), person.body_mesh, person.body_armature, person.joints))
+    if not results and skipped:
+        raise skipped[0][1]
     yield "world and light", done / total
     cam, _ = scope.camera()
     with timer("world and light"):
@@ -194,4 +191,43 @@ def iter_build_products(maps: Maps, products, options: BuildOptions | None = Non
                          analysis=scope.key, added=list(lit))
     if not maps.metric:
         report.warning = "relative depth (not metric): sizes are only plausible, not measured"
+    report.skipped = [f"person {pid} skipped: {exc}" for pid, exc in skipped]
     return BuildResult(cam, scope.root(), results, timer.seconds, report)
+
+
+def _person_step(person, stage: str, label: str, done: int, total: int, options):
+    """One build step of one person (a generator: the skinning reports sub-steps)."""
+    if stage == "surface":
+        if person.mesh is None:  # the geometry (numpy) apart from the mesh object
+            person.surface()
+    elif stage == "mesh":
+        person.ensure_mesh()
+    elif stage == "normal texture":
+        person.ensure_normal_texture(options.normal_space)
+    elif stage == "part materials":
+        person.ensure_part_materials()
+    elif stage == "armature":
+        person.ensure_armature(skin=False)
+    elif stage == "skinning":
+        for sub in person.skinning_steps():
+            yield f"{label}: {sub}", (done - 0.5) / total
+    elif stage == "body":
+        person.ensure_body()
+
+
+def _objects_of(person) -> set[int]:
+    objects = (person.mesh, person.armature, person.body_mesh, person.body_armature, person.collection)
+    return {o.as_pointer() for o in objects if o is not None}
+
+
+def _discard_new(person, before: set[int]) -> None:
+    """Remove what a failed person build made (objects kept from an earlier build stay)."""
+    for obj in (person.mesh, person.armature, person.body_mesh, person.body_armature):
+        if obj is not None and obj.as_pointer() not in before:
+            data = obj.data
+            bpy.data.objects.remove(obj)
+            if data is not None and data.users == 0:
+                (bpy.data.meshes if isinstance(data, bpy.types.Mesh) else bpy.data.armatures).remove(data)
+    coll = person.collection
+    if coll is not None and coll.as_pointer() not in before and not coll.all_objects:
+        bpy.data.collections.remove(coll)

@@ -166,6 +166,7 @@ class BuildReport:
     analysis: str | None = None  # the analysis key the build's objects are tagged with
     added: list[str] = field(default_factory=list)  # scene extras made: 'world', 'light'
     warning: str = ""  # about the whole build (e.g. relative depth)
+    skipped: list[str] = field(default_factory=list)  # people that could not be built, and why
 
     def to_dict(self) -> dict:
         return _plain(asdict(self))

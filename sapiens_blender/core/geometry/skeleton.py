@@ -58,8 +58,10 @@ def build_skeleton(joints: dict, person_id: int = 1) -> Skeleton:
     derived = set(getattr(joints, "report", {}).get("derived", ()))
     missing = [t for _, h, t, _ in BODY_BONES for t in (h, t) if t not in xyz]
     if missing:
-        raise GeometryError(f"cannot build the body skeleton of person {person_id}: no joint for "
-                            f"{', '.join(sorted(set(missing)))}")
+        missing = sorted(set(missing))
+        which = ", ".join(missing) if len(missing) <= 6 else \
+            f"{len(missing)} of its joints ({', '.join(missing[:3])}, ...): too few confident keypoints"
+        raise GeometryError(f"cannot build the body skeleton of person {person_id}: no joint for {which}")
     bones = list(BODY_BONES)
     for i in range(0, len(FINGER_BONES), 3):
         chain = FINGER_BONES[i:i + 3]

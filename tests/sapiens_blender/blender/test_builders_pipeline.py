@@ -16,7 +16,7 @@ from sapiens_blender.blender import skinning  # noqa: E402
 from sapiens_blender.core.geometry import joints_io  # noqa: E402
 from sapiens_blender.core.geometry.joints import lift_joints  # noqa: E402
 from sapiens_blender.core.geometry.skeleton import BODY_BONES  # noqa: E402
-from sapiens_blender.core.geometry.types import camera_to_blender  # noqa: E402
+from sapiens_blender.core.geometry.types import GeometryError, camera_to_blender  # noqa: E402
 from sapiens_blender.core.maps.goliath import KEYPOINT_INDEX  # noqa: E402
 
 from synthetic_scene import ellipsoid_maps  # noqa: E402
@@ -156,3 +156,23 @@ def test_bone_heat_on_a_proxy_covers_every_vertex_with_the_right_bones(empty):
                          for v in obj.data.vertices])
     agree = (dominant(direct.mesh) == dominant(person.mesh)).mean()  # test-only per-vertex read
     assert agree > 0.8, agree
+
+
+def test_a_person_without_keypoints_is_skipped_and_the_rest_is_built(empty):
+    maps = ellipsoid_maps(128, 96, people=2)
+    maps.keypoints[1, :, 2] = 0.0  # person 2: every keypoint score 0, no skeleton possible
+    result = api.build_from_maps(maps, name="skip")
+    assert [p.person_id for p in result.people] == [1]
+    assert len(result.report.skipped) == 1 and result.report.skipped[0].startswith("person 2 skipped: ")
+    assert "warning: person 2 skipped" in result.summary()
+    # nothing half-built of person 2 is left in the scene
+    assert not [o.name for o in bpy.data.objects if "person 2" in o.name]
+    assert not [c.name for c in bpy.data.collections if "person 2" in c.name]
+    assert result.to_dict()["skipped"] == result.report.skipped
+
+
+def test_a_build_where_nobody_can_be_built_still_fails(empty):
+    maps = ellipsoid_maps(128, 96, people=2)
+    maps.keypoints[:, :, 2] = 0.0
+    with pytest.raises(GeometryError, match="cannot build the body skeleton of person 1"):
+        api.build_from_maps(maps, name="none")
