@@ -219,7 +219,7 @@ def animate(
         _export.export_format(out)  # a bad suffix fails before minutes of analysis
     if rig not in ("body", "relief"):
         raise ValueError(f"rig must be 'body' or 'relief', got {rig!r}")
-    source = open_source(clip, FrameRange(start, end, stride), fps, maps=maps_dir)
+    source = open_source(clip, FrameRange(start, end, stride), fps, maps=maps_dir, max_side=max_side)
     options = AnimateOptions(smoothing=SmoothingOptions(lag=None if offline else 2))
 
     blend_only = bool(outputs) and all(Path(o).suffix.lower() == ".blend" for o in outputs)

@@ -24,6 +24,10 @@ DEFAULT_FPS = 25.0  # an image or maps folder says nothing about its frame rate
 # seconds; outside this range they disagree, or the timing overflows (--fps inf ran the whole
 # analysis, then died on an OverflowError).
 MIN_FPS, MAX_FPS = 0.1, 1000.0
+# The server's default long side of the maps (docs/protocol.md, ``max_side``): a video frame is
+# shrunk to it before it is encoded. A 15000² frame as raw BMP is 675 MB; four in flight peaked
+# the client at 7.7 GB only for the server to refuse them (413) or shrink them anyway.
+ANALYSIS_MAX_SIDE = 1024
 
 
 def checked_fps(fps, what: str = "fps") -> float:
@@ -40,6 +44,11 @@ def checked_fps(fps, what: str = "fps") -> float:
 
 class FrameSourceError(SapiensError, ValueError):
     """The input cannot be read as frames; the message says why and what would work."""
+
+
+class FrameSkipped(FrameSourceError):
+    """One frame cannot be used (an empty file, an image the server cannot decode): the clip
+    goes on without it, and a note names it."""
 
 
 @dataclass
@@ -89,6 +98,8 @@ class FrameSource:
 
     def __init__(self, frames: FrameRange | None = None):
         self.range = frames or FrameRange()
+        self.skipped: list[str] = []  # "name: why" of each selected frame left out
+        self.ended_early: tuple[int, int] | None = None  # (frames read, frames announced)
 
     @property
     def selected(self) -> int | None:
@@ -116,7 +127,15 @@ class ImageFolder(FrameSource):
     def __iter__(self):
         for i, path in enumerate(self.files):
             if self.range.selects(i):
-                yield Frame(i, path.name, data=path.read_bytes())
+                try:
+                    data = path.read_bytes()
+                except OSError as exc:  # vanished or unreadable since the listing
+                    self.skipped.append(f"{path.name}: cannot be read ({exc.strerror or exc})")
+                    continue
+                if not data:
+                    self.skipped.append(f"{path.name}: an empty file (0 bytes)")
+                    continue
+                yield Frame(i, path.name, data=data)
 
 
 class MapsFolder(FrameSource):
@@ -156,8 +175,9 @@ def probe(path):
         cap.release()
 
 
-def frames(path, start, end, stride):
+def frames(path, start, end, stride, max_side=0):
     # (index, BMP bytes) of the selected frames; skipped frames are grabbed, not decoded.
+    # A frame longer than max_side is shrunk first (the server's own rounding of the size).
     # BMP: lossless and ~100x faster to write and ~10x faster to read than PNG (~15 ms of CPU
     # per 512-px frame saved); the bytes only cross a pipe or the loopback.
     cap = cv2.VideoCapture(path)
@@ -177,7 +197,13 @@ def frames(path, start, end, stride):
             ok, bgr = cap.read()
             if not ok:
                 break
+            h, w = bgr.shape[:2]
+            if 0 < max_side < max(h, w):
+                scale = max_side / max(h, w)
+                size = (max(1, round(w * scale)), max(1, round(h * scale)))
+                bgr = cv2.resize(bgr, size, interpolation=cv2.INTER_AREA)
             ok, bmp = cv2.imencode(".bmp", bgr)
+            del bgr
             if not ok:
                 raise RuntimeError(f"cannot encode frame {index}")
             yield index, bmp.tobytes()
@@ -191,7 +217,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "probe":
         out.write(json.dumps(probe(sys.argv[2])).encode() + b"\n")
     else:
-        for i, data in frames(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])):
+        for i, data in frames(sys.argv[2], *map(int, sys.argv[3:7])):
             out.write(struct.pack("<qq", i, len(data)) + data)
             out.flush()
 """
@@ -202,12 +228,14 @@ class VideoFile(FrameSource):
     write and read).
 
     ``decoder_python``: an interpreter with OpenCV to decode in a subprocess when this Python
-    has none (inside Blender: the server's environment).
+    has none (inside Blender: the server's environment). ``max_side``: frames are shrunk to this
+    long side (the analysis size) before they are encoded; ``width``/``height`` stay the video's.
     """
 
     def __init__(self, path, frames: FrameRange | None = None, fps: float | None = None,
-                 decoder_python: str | None = None):
+                 decoder_python: str | None = None, max_side: int | None = None):
         super().__init__(frames)
+        self.max_side = int(max_side or ANALYSIS_MAX_SIDE)
         if fps is not None:
             checked_fps(fps)
         self.path = Path(path)
@@ -232,12 +260,16 @@ class VideoFile(FrameSource):
 
     def __iter__(self):
         end = -1 if self.range.end is None else self.range.end
-        args = (str(self.path), self.range.start, end, self.range.stride)
-        if self._decoder:
-            for index, data in self._decoder["frames"](*args):
-                yield Frame(index, f"{self.path.stem}#{index}", data=data)
-            return
-        yield from self._frames_from_subprocess(args)
+        args = (str(self.path), self.range.start, end, self.range.stride, self.max_side)
+        frames = self._decoder["frames"](*args) if self._decoder else self._frames_from_subprocess(args)
+        read = 0
+        for index, data in frames:
+            read += 1
+            yield Frame(index, f"{self.path.stem}#{index}", data=data)
+        # Decoding stopped before the frames the container announces (a truncated or damaged
+        # file): say so, or a clip cut at frame 12 of 30 would pass for a whole one.
+        expected = self.selected
+        self.ended_early = (read, expected) if expected is not None and read < expected else None
 
     def _probe_in_subprocess(self):
         import json
@@ -262,7 +294,7 @@ class VideoFile(FrameSource):
                 if len(head) < 16:
                     break
                 index, size = struct.unpack("<qq", head)
-                yield Frame(index, f"{self.path.stem}#{index}", data=proc.stdout.read(size))
+                yield index, proc.stdout.read(size)
             if proc.wait() != 0:
                 err = proc.stderr.read().decode("utf-8", "replace").strip().splitlines()
                 raise FrameSourceError(f"decoding {self.path.name} failed: {err[-1] if err else proc.returncode}")
@@ -290,8 +322,10 @@ def _clean_env() -> dict:
 
 
 def open_source(path, frames: FrameRange | None = None, fps: float | None = None,
-                maps: bool = False, decoder_python: str | None = None) -> FrameSource:
-    """The right source for ``path``: a maps folder (``maps=True``), an image folder or a video."""
+                maps: bool = False, decoder_python: str | None = None,
+                max_side: int | None = None) -> FrameSource:
+    """The right source for ``path``: a maps folder (``maps=True``), an image folder or a video
+    (its frames shrunk to ``max_side``, default the server's analysis size)."""
     if fps is not None:
         checked_fps(fps)
     path = Path(path)
@@ -306,7 +340,7 @@ def open_source(path, frames: FrameRange | None = None, fps: float | None = None
     if path.suffix.lower() in IMAGE_SUFFIXES:
         raise FrameSourceError(f"{path.name} is a single image: give a video or a folder of frames "
                                "(use `build` for one photo)")
-    return VideoFile(path, frames, fps, decoder_python)
+    return VideoFile(path, frames, fps, decoder_python, max_side)
 
 
 def _sorted_files(folder: Path, suffixes, what: str) -> list[Path]:

@@ -18,7 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from ..errors import RequestCancelled
 from .clip import AnimateOptions, Animation, ClipAnimator
 from .poses import PoseSource
-from .sources import Frame, FrameSource
+from .sources import Frame, FrameSkipped, FrameSource
+
+MAX_SKIPPED_NOTES = 20  # past these, one line counts the rest
 
 # progress(frames done, frames in all or None if unknown, message)
 FrameProgress = Callable[[int, "int | None", str], None]
@@ -56,10 +58,16 @@ def server_analyzer(client, model: str, max_side: int | None = None,
     """analyze(frame) -> Maps through ``client`` (a frame of a maps folder is just loaded)."""
     from ..remote.analysis import analyze_photo
 
+    from ..errors import InvalidRequest
+    from ..maps.canonical import MapsError
+
     def analyze(frame: Frame):
-        if frame.maps_path is not None:
-            return frame.load_maps()
-        return analyze_photo(client, frame.data, model, max_side=max_side, cancel_event=cancel_event)
+        try:
+            if frame.maps_path is not None:
+                return frame.load_maps()
+            return analyze_photo(client, frame.data, model, max_side=max_side, cancel_event=cancel_event)
+        except (MapsError, InvalidRequest) as exc:  # this frame's file, not the clip: go on without it
+            raise FrameSkipped(str(exc)) from exc
     return analyze
 
 
@@ -73,16 +81,40 @@ def run_clip(source: FrameSource, analyze: Callable[[Frame], object], *, paralle
     total = source.selected
     done = 0
 
+    skipped = source.skipped  # the source adds the frames it cannot even read (0-byte files)
+
     def analyze_and_detect(frame):  # in the worker threads: lifting overlaps other frames' analysis
-        maps = analyze(frame)
+        try:
+            maps = analyze(frame)
+        except FrameSkipped as exc:
+            return None, str(exc)
         return maps, animator.poses.detect(maps)
 
     for frame, (maps, detections) in analyze_frames(iter(source), analyze_and_detect, parallel, cancel_event):
+        if maps is None:
+            skipped.append(f"{frame.name}: {detections}")
+            continue
         ids = animator.add(frame.index, maps, detections)
         done += 1
         if progress is not None:
             progress(done, total, f"frame {frame.index}: {len(ids)} "
                                   f"{'person' if len(ids) == 1 else 'people'}")
     if done == 0:
+        if skipped:
+            raise ValueError(f"no frame of the input could be used (the first: {skipped[0]})")
         raise ValueError("the frame range selects no frame of the input")
-    return animator.finish()
+    animation = animator.finish()
+    animation.notes += source_notes(source)
+    return animation
+
+
+def source_notes(source: FrameSource) -> list[str]:
+    """What the source left out, one line each: skipped frames by name, a clip that ended early."""
+    notes = [f"skipped frame {why}" for why in source.skipped[:MAX_SKIPPED_NOTES]]
+    if len(source.skipped) > MAX_SKIPPED_NOTES:
+        notes.append(f"... and {len(source.skipped) - MAX_SKIPPED_NOTES} more frames skipped")
+    if source.ended_early is not None:
+        read, expected = source.ended_early
+        notes.append(f"the clip ended early: {read} of the {expected} frames it announces could be decoded "
+                     "(a truncated or damaged file?)")
+    return notes
