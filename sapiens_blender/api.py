@@ -15,6 +15,7 @@ had is changed (see ``blender/__init__.py``). Requires ``bpy``; the rest of the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -211,6 +212,7 @@ def animate(
     from .core.motion.clip import AnimateOptions
     from .core.motion.smoothing import SmoothingOptions
     from .core.motion.sources import FrameRange, open_source
+    from .core.files.atomic import atomic_output
     from .core.motion.stream import run_clip, server_analyzer
 
     if isinstance(outputs, (str, os.PathLike)):
@@ -257,8 +259,9 @@ def animate(
                                    status=exc.status, detail=exc.detail) from exc
     else:
         animation, result = _with_server(run, server, token)
-    if save_joints:
-        joints_file.write(save_joints, animation)
     result.animation = animation
-    result.written = [_export.export(out, result.objects, animation=True) for out in outputs or ()]
+    with contextlib.ExitStack() as stack:  # the joints file and the outputs: all or none
+        if save_joints:
+            joints_file.write(stack.enter_context(atomic_output(save_joints)), animation)
+        result.written = _export.export_all(outputs or (), result.objects, animation=True)
     return result

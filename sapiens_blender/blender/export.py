@@ -16,8 +16,9 @@ from pathlib import Path
 
 import bpy
 
-from ..core.files.atomic import TEMP_MARK, atomic_output, output_path, remove_stale_temp_files  # noqa: F401
+from ..core.files.atomic import TEMP_MARK, atomic_output, disk_full_message, output_path, remove_stale_temp_files  # noqa: F401
 from .body import interchange_weights
+from .console import console_held_back
 from .context import preserved_selection, select_only
 from ..core.errors import SapiensError
 
@@ -66,10 +67,11 @@ def _write(path: Path, tmp: Path, objects, animation: bool = False) -> None:
     fmt = export_format(path)
     if fmt == "blend":
         try:
-            bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False,
-                                        compress=False)
+            with console_held_back():
+                bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False,
+                                            compress=False)
         except RuntimeError as exc:  # e.g. a full disk: say so, not "cannot save"
-            raise ExportError(f"cannot write {path.name}: {_disk_reason(tmp, exc)}") from exc
+            raise ExportError(_failure(path, tmp, exc, f"cannot write {path.name}")) from exc
     else:
         with preserved_selection() as view_layer:
             chosen = list(objects) if objects is not None else list(view_layer.objects)
@@ -77,14 +79,27 @@ def _write(path: Path, tmp: Path, objects, animation: bool = False) -> None:
             try:
                 with interchange_weights(chosen):  # fitted bodies: <= 4 influences, renormalised
                     select_only(view_layer, chosen, chosen[0] if chosen else None)
-                    if fmt in ("glb", "gltf"):
-                        _export_gltf(tmp, fmt, animation)
-                    else:
-                        _export_fbx(tmp, animation)
+                    with console_held_back():  # a failing exporter's traceback: our one line instead
+                        if fmt in ("glb", "gltf"):
+                            _export_gltf(tmp, fmt, animation)
+                        else:
+                            _export_fbx(tmp, animation)
             except RuntimeError as exc:  # the exporter's own traceback, as an operator error
-                raise ExportError(f"the {fmt} exporter failed for {path.name}: {exc}") from exc
+                raise ExportError(_failure(path, tmp, exc, f"the {fmt} exporter failed for {path.name}")) from exc
     if not tmp.exists():
         raise ExportError(f"the {fmt} exporter wrote nothing for {path.name}")
+
+
+_DISK_FULL = ("[Errno 28]", "No space left on device", "[Errno 122]", "Disk quota exceeded")
+
+
+def _failure(path: Path, tmp: Path, exc: Exception, what: str) -> str:
+    """One line for a failed save or export: a full disk said as such, else the last line of
+    Blender's report (a Python exporter's comes with its whole traceback)."""
+    text = str(exc)
+    if any(mark in text for mark in _DISK_FULL):
+        return disk_full_message(path)
+    return f"{what}: {_disk_reason(tmp, exc)}"
 
 
 def _disk_reason(tmp: Path, exc: Exception) -> str:
@@ -97,7 +112,9 @@ def _disk_reason(tmp: Path, exc: Exception) -> str:
             return f"the disk holding {folder} is full ({free // 1024} KiB free)"
     if not os.access(folder, os.W_OK):
         return f"{folder} is not writable"
-    return str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    lines = [line.strip() for line in str(exc).splitlines()
+             if line.strip() and not line.strip().startswith("Location:")]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def _export_gltf(tmp: Path, fmt: str, animation: bool = False) -> None:

@@ -109,15 +109,24 @@ def parse_tasks(text: str) -> list[str]:
 
 
 def write_outputs(maps, out_dir: Path, stem: str, previews: bool = True) -> list[Path]:
+    """The photo's .npz and previews, all or none: each is written under its temporary name and
+    they replace their outputs only once every one is complete (a full disk halfway leaves no
+    .npz of a photo reported FAILED, nor some of its previews)."""
+    import contextlib
+
+    from ..core.files.atomic import atomic_output
     from ..core.maps.png import write_png
 
-    written = [maps.save(out_dir / f"{stem}.npz")]
+    outputs = {out_dir / f"{stem}.npz": maps.save}
     if previews:
         from ..core.maps.previews import all_previews
 
         for suffix, pixels in all_previews(maps).items():
-            written.append(write_png(out_dir / f"{stem}_{suffix}.png", pixels))
-    return written
+            outputs[out_dir / f"{stem}_{suffix}.png"] = lambda tmp, pixels=pixels: write_png(tmp, pixels)
+    with contextlib.ExitStack() as stack:
+        for path, write in outputs.items():
+            write(stack.enter_context(atomic_output(path)))
+    return list(outputs)
 
 
 def _server_env(args) -> dict[str, str]:

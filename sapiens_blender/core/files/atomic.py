@@ -15,6 +15,7 @@ temporary file was created with. stdlib only.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
@@ -27,6 +28,7 @@ TEMP_MARK = ".sapiens-tmp"
 # Temporary names of earlier versions (mkstemp-based writers), cleaned the same way.
 _LEGACY_PATTERNS = (".*.npz.tmp", ".*.json.tmp", ".*.png.tmp")
 _TEMP_NAME = re.compile(rf"^\..*{re.escape(TEMP_MARK)}-(\d+)-[0-9a-f]+")
+_TEMP_PARTS = re.compile(rf"^\.(.*){re.escape(TEMP_MARK)}-\d+-[0-9a-f]+(.*)$")  # stem, suffix
 
 
 def output_path(path: str | os.PathLike) -> Path:
@@ -62,10 +64,27 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
             raise FileNotFoundError(f"nothing was written for {target.name}")
         os.chmod(tmp, _new_file_mode())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
         tmp.with_suffix(".bin").unlink(missing_ok=True)
+        if is_disk_full(exc) and not isinstance(exc, DiskFull):  # said once, by the innermost writer
+            raise DiskFull(disk_full_message(target)) from exc
         raise
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """A write failed for want of space (or of the user's quota)."""
+    return isinstance(exc, DiskFull) or isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full_message(target: Path) -> str:
+    """The one line a full disk gets, whichever writer ran into it (a temporary name, of a writer
+    nested in another's temporary file, is no use to the user: the output's own is said)."""
+    name = Path(target).name
+    temp = _TEMP_PARTS.match(name)
+    if temp:
+        name = temp.group(1) + temp.group(2)
+    return f"cannot write {name}: the disk holding {Path(target).parent} is full"
 
 
 def atomic_write(path: str | os.PathLike, write) -> Path:
@@ -114,6 +133,10 @@ def remove_stale_temp_files(folder: str | os.PathLike) -> list[Path]:
 
 class OutputNotWritable(SapiensError, OSError):
     """An output cannot be written; the message is one line naming the path and why."""
+
+
+class DiskFull(OutputNotWritable):
+    """The disk (or the user's quota) filled up while an output was written."""
 
 
 def check_writable(paths) -> None:

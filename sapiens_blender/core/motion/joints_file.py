@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files.atomic import temp_path_for
+from ..files.atomic import atomic_write_bytes
 from .clip import Animation
 from ..errors import SapiensError
 
@@ -63,16 +63,7 @@ def track_joints(track, motion_names) -> tuple[list[str], np.ndarray, np.ndarray
 
 
 def write(path, animation: Animation) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path_for(path)
-    try:
-        tmp.write_text(json.dumps(to_document(animation)), encoding="utf-8")
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write_bytes(path, json.dumps(to_document(animation)).encode("utf-8"))
 
 
 def read(path) -> dict:

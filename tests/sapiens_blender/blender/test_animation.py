@@ -150,3 +150,22 @@ def test_relief_mesh_rides_on_the_animated_armature():
         shapes.append(co.reshape(-1, 3))
         body.evaluated_get(bpy.context.evaluated_depsgraph_get()).to_mesh_clear()
     assert np.abs(shapes[1] - shapes[0]).max() > 0.05  # the waving forearm / the walk moved it
+
+
+def test_animate_leaves_no_joints_file_when_the_glb_cannot_be_written(tmp_path, monkeypatch):
+    """The disk fills up during the .glb (after the joints file, 10 KB, was written): neither
+    is left, and the error says in one line that the disk is full."""
+    from full_disk import FullDisk
+    from sapiens_blender import api
+
+    maps = ellipsoid_maps()
+    for i in range(6):
+        maps.save(tmp_path / "maps" / f"f{i}.npz")
+    out = tmp_path / "out"
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    FullDisk(30_000).patch(monkeypatch)  # the joints file fits, the .glb (80 KB) does not
+    with pytest.raises(blender_export.ExportError) as info:
+        api.animate(tmp_path / "maps", [out / "a.glb", out / "a.fbx"], maps_dir=True, rig="relief",
+                    save_joints=out / "a.json")
+    assert str(info.value) == f"cannot write a.glb: the disk holding {out} is full"
+    assert list(out.iterdir()) == []  # no joints file, no .fbx, no temporary file

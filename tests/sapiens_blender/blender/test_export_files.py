@@ -68,3 +68,27 @@ def test_a_full_disk_is_named_as_such(cube_scene, tmp_path, monkeypatch):
     with pytest.raises(ExportError, match="is full"):
         export(tmp_path / "scene.blend")
     assert not (tmp_path / "scene.blend").exists()
+
+
+@pytest.mark.parametrize("suffix", [".glb", ".fbx"])
+def test_a_disk_filling_mid_export_is_one_line_and_leaves_nothing(cube_scene, tmp_path, monkeypatch, capfd,
+                                                                   suffix):
+    """The exporter runs into ENOSPC halfway: the user reads one line saying the disk is full,
+    not Blender's traceback of the exporter (it used to print it twice)."""
+    from full_disk import FullDisk
+
+    disk = FullDisk(2000).patch(monkeypatch)
+    capfd.readouterr()
+    with pytest.raises(ExportError) as info:
+        export(tmp_path / f"scene{suffix}")
+    assert disk.failed >= 1
+    assert str(info.value) == f"cannot write scene{suffix}: the disk holding {tmp_path} is full"
+    console = capfd.readouterr()
+    assert "Traceback" not in console.out + console.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_that_works_still_shows_blenders_output(cube_scene, tmp_path, capfd):
+    capfd.readouterr()
+    export(tmp_path / "scene.fbx")
+    assert "export" in capfd.readouterr().out.lower()  # the FBX exporter's own lines, replayed
