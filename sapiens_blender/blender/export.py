@@ -83,7 +83,7 @@ def _write(path: Path, tmp: Path, objects, animation: bool = False) -> None:
                         if fmt in ("glb", "gltf"):
                             _export_gltf(tmp, fmt, animation)
                         else:
-                            _export_fbx(tmp, animation)
+                            _export_fbx(path, tmp, animation)
             except RuntimeError as exc:  # the exporter's own traceback, as an operator error
                 raise ExportError(_failure(path, tmp, exc, f"the {fmt} exporter failed for {path.name}")) from exc
     if not tmp.exists():
@@ -140,9 +140,71 @@ def _export_gltf(tmp: Path, fmt: str, animation: bool = False) -> None:
         raise ExportError(f"glTF export failed: {result}")
 
 
-def _export_fbx(tmp: Path, animation: bool = False) -> None:
+# The FBX header's creation time: fixed, so that the same scene gives the same bytes.
+FBX_CREATION_TIME = (1970, 1, 1)
+
+
+class _StableKey:
+    """An FBX object key whose hash is the same in every process (Python salts str hashes)."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def __hash__(self):
+        import hashlib
+
+        return int.from_bytes(hashlib.blake2b(repr(self.key).encode(), digest_size=8).digest(), "little") >> 1
+
+
+@contextlib.contextmanager
+def _fbx_reproducible(path: Path, tmp: Path):
+    """Yield the file name to give the FBX exporter: ``path`` itself, its bytes sent to ``tmp``.
+
+    The exporter writes its file's own name into it (each embedded texture's folder
+    ``<stem>.fbm``, absolute and relative: 34-62 times in a body's .fbx), the time of the export,
+    and object ids made of Python's salted ``hash()`` of their names (different in every process,
+    and cached for the process's life). Named as the output, at a fixed time, with ids from a
+    stable hash and a fresh cache, the same scene gives the same bytes. Where the exporter's
+    internals differ (another Blender), it writes ``tmp`` as it comes (the bytes then vary)."""
+    try:
+        import datetime
+
+        from io_scene_fbx import encode_bin, export_fbx_bin, fbx_utils
+
+        saved = (encode_bin.write, export_fbx_bin.fbx_header_elements, fbx_utils._key_to_uuid,
+                 fbx_utils._keys_to_uuids, fbx_utils._uuids_to_keys)
+    except (ImportError, AttributeError):
+        yield tmp
+        return
+    real_write, real_header, real_uuid = saved[:3]
+    final = os.path.abspath(path)
+
+    def write(filepath, *args, **kwargs):  # the exporter's one write of the file
+        return real_write(str(tmp) if os.path.abspath(filepath) == final else filepath, *args, **kwargs)
+
+    def header(root, scene_data, time=None):
+        return real_header(root, scene_data, time or datetime.datetime(*FBX_CREATION_TIME))
+
+    def uuid(uuids, key):
+        return real_uuid(uuids, key if isinstance(key, int) else _StableKey(key))
+
+    encode_bin.write, export_fbx_bin.fbx_header_elements, fbx_utils._key_to_uuid = write, header, uuid
+    fbx_utils._keys_to_uuids, fbx_utils._uuids_to_keys = {}, {}
+    try:
+        yield path
+    finally:
+        (encode_bin.write, export_fbx_bin.fbx_header_elements, fbx_utils._key_to_uuid,
+         fbx_utils._keys_to_uuids, fbx_utils._uuids_to_keys) = saved
+
+
+def _export_fbx(path: Path, tmp: Path, animation: bool = False) -> None:
+    with _fbx_reproducible(path, tmp) as name:
+        _run_fbx_exporter(name, animation)
+
+
+def _run_fbx_exporter(filepath: Path, animation: bool) -> None:
     result = bpy.ops.export_scene.fbx(
-        filepath=str(tmp),
+        filepath=str(filepath),
         use_selection=True,
         object_types={"ARMATURE", "MESH", "CAMERA"},
         add_leaf_bones=False,
