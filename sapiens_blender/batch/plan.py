@@ -9,6 +9,9 @@ skipped: outputs are written atomically, so an output that exists is complete.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,9 +19,39 @@ PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
 FORMATS = ("glb", "blend", "fbx", "gltf")
 
 
-def find_inputs(folder: Path) -> list[Path]:
-    return sorted(p for p in Path(folder).iterdir()
-                  if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in PHOTO_SUFFIXES + (".npz",))
+def find_inputs(folder: Path, ignored: dict[str, str] | None = None) -> list[Path]:
+    """The photos and maps files of ``folder``, by name. Entries named like one that are not a
+    readable regular file (a folder, a FIFO, a link loop or a dangling link) are left out, and
+    ``ignored`` gets why, by name: a batch says so instead of skipping them silently."""
+    found = []
+    for p in Path(folder).iterdir():
+        if p.name.startswith(".") or p.suffix.lower() not in PHOTO_SUFFIXES + (".npz",):
+            continue
+        why = not_a_file(p)
+        if why is None:
+            found.append(p)
+        elif ignored is not None:
+            ignored[p.name] = why
+    return sorted(found)
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be an input (it is not a regular file, or a link to one), or None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop"
+        if os.path.islink(path):
+            return f"a dangling symbolic link (to {os.readlink(path)}, which does not exist)"
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder, not a file"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO), not a file"
+    return "not a regular file (a socket or a device)"
 
 
 def is_photo(job: dict) -> bool:
@@ -31,6 +64,7 @@ class BatchPlan:
     jobs: list[dict] = field(default_factory=list)  # to build, in input order
     skipped: int = 0  # already done
     failures: dict[str, str] = field(default_factory=dict)  # input file name -> why it cannot be built
+    ignored: dict[str, str] = field(default_factory=dict)  # names like inputs that are no file -> why
 
     @property
     def total(self) -> int:
@@ -40,7 +74,7 @@ class BatchPlan:
 def plan_batch(src: Path, out: Path, formats: list[str], force: bool, options_for) -> BatchPlan:
     """Jobs for every input of ``src``; ``options_for(outputs)`` gives a job's BuildOptions fields."""
     plan, seen = BatchPlan(), {}
-    for path in find_inputs(src):
+    for path in find_inputs(src, plan.ignored):
         if path.stem in seen:
             plan.failures[path.name] = f"same name as {seen[path.stem].name}: outputs would collide"
             continue

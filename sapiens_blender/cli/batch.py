@@ -90,7 +90,7 @@ def run(args) -> int:
     jobs, failures = plan.jobs, plan.failures
     progress = Progress(plan.total, plan.skipped, len(failures))
     if args.engine == "ray":
-        return _finish(_run_on_ray(args, jobs, progress, failures), progress, failures, out)
+        return _finish(_run_on_ray(args, jobs, progress, failures), progress, failures, out, plan.ignored)
     server = None
     restore = _sigterm_interrupts()
     try:
@@ -108,7 +108,7 @@ def run(args) -> int:
         restore()
         if server and server.get("process"):
             server["process"].stop()
-    return _finish(None, progress, failures, out)
+    return _finish(None, progress, failures, out, plan.ignored)
 
 
 def _usage_problem(args, src: Path, formats: list[str], bad: list[str]) -> str | None:
@@ -149,14 +149,17 @@ def _run_on_ray(args, jobs, progress, failures) -> str | None:
     return None
 
 
-def _finish(fatal: str | None, progress, failures: dict, out: Path) -> int:
+def _finish(fatal: str | None, progress, failures: dict, out: Path, ignored: dict | None = None) -> int:
     progress.close()
     if fatal:
         print(f"error: {fatal}", file=sys.stderr)
         return 1
     for name, reason in sorted(failures.items()):
         print(f"failed: {name}: {reason}", file=sys.stderr)
-    print(f"done: {progress.ok} built, {progress.skipped} already done, {len(failures)} failed "
+    for name, why in sorted((ignored or {}).items()):
+        print(f"ignored: {name}: {why}", file=sys.stderr)
+    extra = f", {len(ignored)} ignored (not files)" if ignored else ""
+    print(f"done: {progress.ok} built, {progress.skipped} already done, {len(failures)} failed{extra} "
           f"(outputs in {out})")
     return 1 if failures else 0
 
