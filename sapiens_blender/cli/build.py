@@ -152,8 +152,8 @@ def run(args) -> int:
         result.timings["export"] = time.perf_counter() - export_s
         if args.save_joints:
             written.append(api.save_joints(args.save_joints, result))
-        if args.save_maps and args.body:  # again: the maps now carry the body fit too
-            written.append(maps.save(args.save_maps))
+        if args.save_maps:  # written by load_input; with a body again, now carrying its fit
+            written.append(maps.save(args.save_maps) if args.body else Path(args.save_maps))
     except (MapsError, GeometryError, JointsFileError, SapiensServerError, ExportError, BodyError, OSError,
             ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

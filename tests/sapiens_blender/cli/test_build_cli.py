@@ -170,6 +170,7 @@ def test_save_maps_without_a_body_keeps_a_copy_of_maps_read(built, tmp_path):
     tmp, maps, _ = built
     proc = run_cli("build", "--maps", tmp / "two.npz", "--save-maps", tmp_path / "copy.npz", "-o", tmp_path / "c.glb")
     assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert f"wrote {tmp_path / 'copy.npz'}" in proc.stdout  # said, as every output is
     copy = Maps.load(tmp_path / "copy.npz")
     assert copy.person_ids == maps.person_ids and np.array_equal(copy.depth, maps.depth, equal_nan=True)
 
