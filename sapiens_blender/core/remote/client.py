@@ -17,6 +17,7 @@ import os
 import socket
 import ssl
 import threading
+import time
 import uuid
 import weakref
 from pathlib import Path
@@ -25,10 +26,12 @@ from urllib.parse import quote, urlsplit
 import numpy as np
 
 from . import v2_codec
+from .busy import BusyWaits
 from ..errors import (
     ProtocolError,
     RequestCancelled,
     SapiensServerError,
+    ServerBusy,
     ServerNotRunning,
     ServerUnreachable,
     Timeout,
@@ -46,6 +49,8 @@ class V2Client:
 
     ``timeout`` bounds every call but ``infer``/``load_model`` (``infer_timeout``): the longest
     silence, in seconds, allowed while waiting for an answer. Each method takes ``timeout=`` too.
+    ``busy_retry_s``: how long ``infer`` keeps asking a busy server (503) again, honouring its
+    Retry-After (0: raise ServerBusy at once); ``interrupt`` ends the wait.
     """
 
     def __init__(
@@ -57,6 +62,7 @@ class V2Client:
         connect_timeout: float = 5.0,
         ssl_context: ssl.SSLContext | None = None,
         max_response_bytes: int = 8 * 1024**3,
+        busy_retry_s: float = 120.0,
     ):
         parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -68,6 +74,8 @@ class V2Client:
         self.timeout, self.infer_timeout, self.connect_timeout = timeout, infer_timeout, connect_timeout
         self._ssl_context = ssl_context
         self.max_response_bytes = max_response_bytes  # a remote --server may be anyone's
+        self.busy_retry_s = busy_retry_s
+        self._busy = BusyWaits()  # the threads waiting to ask a busy server again
         self._local = threading.local()
         # thread ident -> that thread's connection (weak: it dies with its thread-local)
         self._connections: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -121,9 +129,16 @@ class V2Client:
             headers = {"Content-Type": "application/octet-stream",
                        v2_codec.HEADER_LENGTH: str(header_length)}  # fmt: skip
         path = _model_path(name, version) + "/infer"
-        _, resp_headers, body = self._request(
-            "POST", path, chunks, headers, timeout or self.infer_timeout, model=name
-        )
+        deadline, attempt = time.monotonic() + self.busy_retry_s, 0
+        while True:
+            try:
+                _, resp_headers, body = self._request(
+                    "POST", path, chunks, headers, timeout or self.infer_timeout, model=name
+                )
+                break
+            except ServerBusy as exc:
+                self._busy.wait(exc, attempt, deadline)
+                attempt += 1
         length = resp_headers.get(v2_codec.HEADER_LENGTH.lower())
         try:
             length = None if length is None else int(length)
@@ -200,7 +215,10 @@ class V2Client:
 
     def interrupt(self, thread_ident: int) -> bool:
         """Abandon the request another thread is blocked in (e.g. when the server ignores or lacks
-        cancel): its socket is shut down and that call raises RequestCancelled. True if it had one."""
+        cancel): its socket is shut down, or its wait for a busy server ended, and that call
+        raises RequestCancelled. True if it had one."""
+        if self._busy.interrupt(thread_ident):
+            return True
         with self._lock:
             conn = self._connections.get(thread_ident)
         sock = getattr(conn, "sock", None)

@@ -190,10 +190,14 @@ def test_busy_server_says_when_to_retry(client):
     while time.monotonic() < deadline and not all(client.progress(rid) for rid in ids):
         time.sleep(0.02)
     try:
+        client.busy_retry_s = 0  # say it at once (the default asks again: test_busy_retry.py)
         with pytest.raises(errors.ServerBusy) as info:
             client.infer("echo", {"x": np.zeros(1, np.float32)})
         assert info.value.retry_after is not None and info.value.retry_after >= 0
+        client.busy_retry_s = 30  # by default the client waits its turn
+        assert client.infer("echo", {"x": np.ones(1, np.float32)})["x"].tolist() == [1.0]
     finally:
+        client.busy_retry_s = 120.0
         for rid in ids:
             client.cancel(rid)
         for t in threads:
