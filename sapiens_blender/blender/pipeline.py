@@ -21,7 +21,7 @@ from ..core.build.report import BuildReport, PersonReport
 from ..core.geometry.types import GeometryError
 from ..core.maps.canonical import Maps
 from ..core.build.options import BODY_MODES, PRODUCTS, BuildOptions
-from . import incremental, lighting
+from . import identity, incremental, lighting
 from .scope import Scope
 
 
@@ -175,6 +175,9 @@ def iter_build_products(maps: Maps, products, options: BuildOptions | None = Non
         except GeometryError as exc:
             # One unusable person (no keypoints, an empty mask) must not cost the others: drop
             # what this build made of them and go on; only when nobody is left does it fail.
+            # A person built before (the panel's next step) is the user's to mend: say it.
+            if before:
+                raise
             _discard_new(person, before)
             skipped.append((pid, exc))
             done = first_step + len(steps_per_person)
@@ -231,3 +234,9 @@ def _discard_new(person, before: set[int]) -> None:
     coll = person.collection
     if coll is not None and coll.as_pointer() not in before and not coll.all_objects:
         bpy.data.collections.remove(coll)
+    # The person's materials, then images, now used by nothing (forgotten by the scope first).
+    for data in (bpy.data.materials, bpy.data.images):
+        doomed = [d for d in data if d.users == 0 and identity.is_tagged(d, person.scope.key, person=person.pid)]
+        person.scope.forget({d.as_pointer() for d in doomed})
+        for block in doomed:
+            data.remove(block)

@@ -40,6 +40,10 @@ class Scope:
         self._made.append(data)
         return data
 
+    def forget(self, pointers: set[int]) -> None:
+        """Drop what this build made and is about to remove (a person skipped halfway)."""
+        self._made = [d for d in self._made if d.as_pointer() not in pointers]
+
     def root(self) -> bpy.types.Collection:
         if self._root is None:
             self._root = self.find_collection(identity.ROOT)

@@ -168,6 +168,7 @@ def test_a_person_without_keypoints_is_skipped_and_the_rest_is_built(empty):
     # nothing half-built of person 2 is left in the scene
     assert not [o.name for o in bpy.data.objects if "person 2" in o.name]
     assert not [c.name for c in bpy.data.collections if "person 2" in c.name]
+    assert not [d.name for d in (*bpy.data.materials, *bpy.data.images, *bpy.data.meshes) if "person 2" in d.name]
     assert result.to_dict()["skipped"] == result.report.skipped
 
 
