@@ -10,7 +10,7 @@ The full-size random-weight models of bench_sapiens.build_models; per task: the 
 (optionally ``torch.compile``d), the head in float32 (production: devices.keep_heads_fp32 for
 depth/normal) or bf16, then the on-device post-processing the pipeline does (logits/maps
 upsampled to a 1024x768 photo grid, argmax / scale division / normalisation / heatmap argmax).
-Pose runs its batch twice over (the flip test). Each configuration is a JSON line:
+Pose runs its batch twice (the flip test: a second forward). Each configuration is a JSON line:
 ms per image per stage and task, device images/s, peak memory. ``--profile`` adds the top CUDA
 kernels of one batch (attention vs GEMMs vs convolutions).
 
@@ -97,8 +97,10 @@ def run_batch(models, backbone, x, heads_dtype, clock) -> dict:
         clock.mark(None)
         for task in TASKS:
             m = models[task]
-            xi = torch.cat([x, x.flip(-1)]) if task == "pose" else x  # the flip test
-            tokens = backbone(pixel_values=xi).last_hidden_state
+            # The flip test as a second forward of the same batch size: one backbone shape (a
+            # compiled backbone compiles once; the FLOPs are those of one double batch).
+            views = (x, x.flip(-1)) if task == "pose" else (x,)
+            tokens = torch.cat([backbone(pixel_values=v).last_hidden_state for v in views])
             clock.mark(f"{task}/backbone")
             feats = features(m, tokens, hw).to(heads_dtype)
             out = m.decode_head(feats)
