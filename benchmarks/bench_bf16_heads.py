@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Pointmap depth resolution under a bf16 backbone: heads in bf16 (before) vs float32 (now).
+"""Pointmap depth resolution under a bf16 backbone: heads in bf16 (before) vs float32 (now) vs
+mixed (bf16 with the last layer and the scale branch in float32: bench_sapiens_stages.mixed_heads).
 
 The full-size random-weight Sapiens2 pointmap model of ``--size`` (bench_sapiens.build_models,
 1024x768 input by default) runs its backbone ONCE in bf16; the same features then go through the
@@ -36,6 +37,7 @@ def main(argv=None) -> int:
     import torch
 
     from bench_sapiens import build_models
+    from bench_sapiens_stages import mixed_heads
     from inference_server.backends import devices
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -68,11 +70,13 @@ def main(argv=None) -> int:
 
     model.model = torch.nn.Identity()  # only the heads are copied below
     results, seconds = {}, {}
-    for name in ("bf16 heads (before)", "float32 heads (now)"):
+    for name in ("bf16 heads (before)", "float32 heads (now)", "mixed: bf16, last layer float32"):
         wrapped = copy.deepcopy(model)
         if name.startswith("bf16"):
             wrapped.decode_head.to(torch.bfloat16)
             wrapped.scale_head.to(torch.bfloat16)
+        elif name.startswith("mixed"):  # the GPU candidate (bench_sapiens_stages --heads mixed)
+            mixed_heads(wrapped)
         else:
             devices.keep_heads_fp32(wrapped)
         wrapped = devices.use_fast_conv_layout(wrapped)  # the CPU layout the server uses

@@ -88,6 +88,25 @@ def post(task: str, out, scale):
     return up
 
 
+def _float32_input(module, args):
+    return tuple(a.float() for a in args)
+
+
+def mixed_heads(model):
+    """The head in bf16 but its last layer (the dense predictor: few output channels at the full
+    resolution) and the pointmap's small scale branch in float32, fed float32: the heavy
+    upsampling convolutions at bf16 rate, the outputs not quantised to bf16's 8-bit mantissa
+    (benchmarks/bench_bf16_heads.py measures the depth steps of each variant)."""
+    import torch
+
+    model.to(torch.bfloat16)
+    for part in (model.decode_head.predictor, getattr(model, "scale_head", None)):
+        if part is not None:
+            part.float()
+            part.register_forward_pre_hook(_float32_input)
+    return model
+
+
 def run_batch(models, backbone, x, heads_dtype, clock) -> dict:
     """One batch through the four tasks; returns ms per 'task/stage'."""
     import torch
@@ -122,14 +141,19 @@ def main(argv=None) -> int:
     ap.add_argument("--input", default="1024x768")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--batch", default="16", help="comma-separated batch sizes")
-    ap.add_argument("--heads", default="fp32,bf16", help="head precisions: fp32, bf16")
+    ap.add_argument("--heads", default="fp32,bf16,mixed", help="head precisions: fp32, bf16, mixed (bf16 but "
+                    "the last layer and the pointmap's scale branch in float32)")
     ap.add_argument("--compile", default="none", help="backbone modes: none, default, "
                     "max-autotune-no-cudagraphs, reduce-overhead (a failing one is reported and skipped)")
+    ap.add_argument("--compiled-heads", default=None, help="head precisions timed with a compiled backbone "
+                    "(default: those of --heads; the backbone's time does not depend on them)")
     ap.add_argument("--repeats", type=int, default=3, help="timed batches per configuration (after a warm-up)")
     ap.add_argument("--profile", action="store_true", help="top CUDA kernels of one batch (first configuration)")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
     hw = tuple(int(v) for v in args.input.lower().split("x"))
+    # the features' dtype fed to each kind of head
+    DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "mixed": torch.bfloat16}
     device = torch.device(args.device)
     sink = open(args.json_out, "a") if args.json_out else None
 
@@ -146,8 +170,10 @@ def main(argv=None) -> int:
         m.model = None  # heads only below; the backbone runs separately (shared weights)
     heads = {}
     for dt_name in args.heads.split(","):
-        dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dt_name]
+        dt = DTYPES[dt_name]
         heads[dt_name] = {k: copy.deepcopy(m).to(device, dt) for k, m in models.items()}
+        if dt_name == "mixed":
+            heads[dt_name] = {k: mixed_heads(m) for k, m in heads[dt_name].items()}
     emit({"kind": "stages_setup", "size": args.size, "input": list(hw), "device": str(device),
           "card": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
           "build_s": round(time.perf_counter() - t, 1)})
@@ -158,7 +184,9 @@ def main(argv=None) -> int:
         for b in (int(v) for v in args.batch.split(",")):
             x = torch.randn(b, 3, *hw, device=device, dtype=torch.bfloat16)
             for dt_name, hm in heads.items():
-                dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dt_name]
+                if mode != "none" and args.compiled_heads and dt_name not in args.compiled_heads.split(","):
+                    continue
+                dt = DTYPES[dt_name]
                 clock = Clock(device)
                 row = {"kind": "stages", "compile": mode, "batch": b, "heads": dt_name}
                 try:

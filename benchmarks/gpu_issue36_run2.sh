@@ -31,7 +31,7 @@ timeout $(lim ${SAP_T:-70}) $PY benchmarks/bench_sapiens.py --size $SIZE --modes
   --stream ${SAP_STREAM:-32} --stream-batch 16 --stream-overlap 2 ${SAP_ARGS:-} --json-out $R/sapiens.json > $R/sapiens.log 2>&1
 el "sapiens rc=$?"
 timeout $(lim ${STAGES_T:-95}) $PY benchmarks/bench_sapiens_stages.py --size $SIZE --input $INPUT --device $DEV \
-  --batch ${STAGES_BATCH:-16} --heads fp32,bf16 --compile ${STAGES_COMPILE:-none,default} --repeats 3 --profile \
+  --batch ${STAGES_BATCH:-16} --heads fp32,bf16,mixed --compiled-heads mixed --compile ${STAGES_COMPILE:-none,default} --repeats 3 --profile \
   --json-out $R/stages.jsonl > $R/stages.log 2>&1
 el "stages rc=$?"
 wait $AP; el "anny: $(tail -1 $R/anny.log)"
