@@ -11,6 +11,10 @@ between distinct neighbouring Z values) in 1.5-2 m and 2-4 m, in mm, for both.
 
     .venv/bin/python benchmarks/bench_bf16_heads.py --size 0.4b            # full size, ~1 min CPU
     .venv/bin/python benchmarks/bench_bf16_heads.py --input 256x192         # quicker
+
+Measured here (0.4B, --input 512x384, 2 shared CPU cores, 2026-11-26): Z steps at 1.5-2 / 2-4 m
+bf16 7.8 / 15.6 mm, float32 0.031 / 0.007 mm, mixed 0.030 / 0.007 mm (float32's resolution);
+head forward 2.35 / 9.40 / 4.31 s.
 """
 
 from __future__ import annotations
