@@ -77,6 +77,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reference", default="clean", help="case(s) also fitted with torch's L-BFGS (device, CPU)")
     ap.add_argument("--compile", action="store_true", help="also the graph solver with its evaluation "
                     "compiled (FitSettings.compile), on the first case")
+    ap.add_argument("--eager", action="store_true", help="also the graph solver without CUDA graphs (the "
+                    "same steps launched from Python), on the first case: what the graphs save")
     ap.add_argument("--quick", action="store_true", help="few steps (a smoke run of every code path)")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -129,6 +131,19 @@ def main(argv=None) -> int:
         emit("graph", case=name, people=len(obs), cuda_graphs=graph_solver.CAPTURE and body.device.type == "cuda", first_s=round(first / len(obs), 3),
              warm_s=round(statistics.median(runs) / len(obs), 3) if runs else None,
              stages=_stages(out), joints_mean_cm=round(mean_cm, 2), joints_max_cm=round(max_cm, 2))
+    if args.eager:
+        from inference_server.fit import graph_solver
+
+        maps, truth = load_case(names[0], args.cases_dir)
+        obs = _observations(maps)
+        held, graph_solver.CAPTURE = graph_solver.CAPTURE, False
+        try:
+            out, sec = _fit(body, obs, graph)
+        finally:
+            graph_solver.CAPTURE = held
+        mean_cm, max_cm = _joint_cm(out, truth, names[0])
+        emit("graph_eager", case=names[0], seconds=round(sec / len(obs), 3), stages=_stages(out),
+             joints_mean_cm=round(mean_cm, 2), joints_max_cm=round(max_cm, 2))
     if body.device.type == "cuda":  # one captured step's replay, per kind of step (the floor of a fit)
         from inference_server.fit import graph_solver
 

@@ -246,20 +246,51 @@ def _compiled_rows():
 
 
 def _capture(fn, state: _State):
-    """``fn`` captured as a CUDA graph (after a warm-up on a side stream, as torch asks; the
-    warm-up's writes to the state are undone)."""
+    """``fn`` captured as a CUDA graph (after warm-ups on a side stream, as torch asks; their
+    writes to the state are undone). Two warm-ups: a compiled evaluation compiles its forward
+    on the first call and may compile again on the second (AOTAutograd's backward, guards on
+    state the first call set); compiling inside a capture fails. During the capture a
+    recompilation is an error (said plainly) rather than a compiler run inside the graph."""
+    import torch._dynamo
+
     saved = {k: v.clone() for k, v in vars(state).items() if isinstance(v, torch.Tensor)}
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        fn()
+        for _ in range(2):
+            fn()
+            for k, v in saved.items():
+                getattr(state, k).copy_(v)
     torch.cuda.current_stream().wait_stream(stream)
-    for k, v in saved.items():
-        getattr(state, k).copy_(v)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
+    strict = torch._dynamo.config.error_on_recompile
+    torch._dynamo.config.error_on_recompile = True
+    try:
+        with torch.cuda.graph(graph):
+            fn()
+    except BaseException:
+        release_generator(state.x.device)
+        raise
+    finally:
+        torch._dynamo.config.error_on_recompile = strict
     return graph
+
+
+def release_generator(device) -> bool:
+    """After a failed capture: the device's default random generator in a fresh state. A capture
+    that fails ends without its epilogue, leaving the generator marked as capturing; its next
+    use outside a graph then fails with "Offset increment outside graph capture" (what the
+    H100's compiled run met after its capture had failed). Same seed and offset, not capturing.
+    False where there is nothing to release (the CPU) or torch lacks the calls."""
+    if device.type != "cuda":
+        return False
+    try:
+        gen = torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
+        gen.graphsafe_set_state(gen.clone_state())
+        return True
+    except Exception as exc:  # noqa: BLE001 - a torch without graph-safe generator states
+        log.warning("body fit: could not reset the CUDA generator after a failed capture (%s)", exc)
+        return False
 
 
 # Captured solvers by group shape (graphs and the buffers they read), most recent last.

@@ -185,3 +185,11 @@ def test_the_gpu_benchmark_runs_on_the_cpu(body, tmp_path):
     assert kinds == ["setup", "graph", "lbfgs", "batched", "batched"], kinds
     assert rows[1]["case"] == "clean" and np.isfinite(rows[1]["joints_mean_cm"])
     assert rows[4]["people"] == 2 and rows[4]["people_per_s"] > 0
+
+
+def test_a_failed_capture_leaves_no_generator_to_release_on_the_cpu():
+    """graph_solver.release_generator resets a CUDA generator a failed capture left marked as
+    capturing; on the CPU there is none (False), and the fallback above still runs."""
+    from inference_server.fit.graph_solver import release_generator
+
+    assert release_generator(torch.device("cpu")) is False
