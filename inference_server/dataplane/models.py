@@ -18,6 +18,7 @@ from ..protocol.messages import MessageError
 from ..errors import InferenceServerError
 
 ECHO = "echo"
+FIT_MODEL = "body_fit"  # the tensor model an analysis asked for a body (parameter body_fit) runs
 KNOWN_TASKS = ("seg", "normal", "depth", "pose")
 # Outputs that are always sent binary: JSON of a 1024x768 map is ~100x slower.
 DENSE_OUTPUTS = frozenset({"image", "mask", "parts", "normal", "depth", "pointmap"})
@@ -195,6 +196,16 @@ def parse_options(parameters: dict) -> AnalyzeOptions:
     return opts
 
 
+def parse_body_fit(parameters: dict) -> bool:
+    """The parameter ``body_fit``: true runs the body fit on the maps in the same request."""
+    fit = parameters.get("body_fit", False)
+    if isinstance(fit, str) and fit.lower() in ("true", "false", "1", "0"):
+        fit = fit.lower() in ("true", "1")
+    if not isinstance(fit, bool):
+        raise MessageError(f"parameter 'body_fit' must be true or false, got {fit!r}")
+    return fit
+
+
 def model_metadata(name: str, slot: ModelSlot | None) -> dict:
     if name == ECHO:
         return {"name": ECHO, "versions": ["1"], "platform": "sapiens_blender_echo",
@@ -214,7 +225,7 @@ def model_metadata(name: str, slot: ModelSlot | None) -> dict:
     meta = {"name": name, "versions": [slot.version if slot else "1"],
             "platform": "sapiens_blender", "inputs": MAP_INPUTS, "outputs": outputs,
             "parameters": {"tasks": ",".join(KNOWN_TASKS), "max_side": 1024,
-                           "flip_test": base.AnalyzeOptions().flip_test}}
+                           "flip_test": base.AnalyzeOptions().flip_test, "body_fit": False}}
     if slot is not None and slot._backend is not None:
         meta["platform"] = slot._backend.platform
         try:  # via JSON with str() fallback: a torch.device or Path must not turn this into a 500

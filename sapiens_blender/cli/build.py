@@ -195,7 +195,7 @@ def load_input(args):
         else:
             start = time.perf_counter()
             maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server,
-                               token=server_token(args), fit=bool(args.body))
+                               token=server_token(args), body=args.body or "none")
             seconds = time.perf_counter() - start
     if args.save_maps:  # right away, whatever the input (a --maps copy, converted lite files, an
         maps.save(args.save_maps)  # analysis): a failing build loses nothing

@@ -9,6 +9,7 @@ a poller thread reads the job's progress from the server and forwards it, and tu
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .client import V2Client
+from ..body.records import BodyFit
 from ..errors import ProtocolError, RequestCancelled, SapiensServerError
 from ..maps.canonical import Maps, MapsError
 
@@ -43,13 +45,26 @@ def analyze_photo(
     timeout: float | None = None,
     cancel_grace: float = 5.0,
 ) -> Maps:
-    """Analyse one photo with ``model`` and return validated :class:`Maps`.
+    """Analyse one photo with ``model`` and return validated :class:`Maps` (no body: see
+    ``body_calls.analyze`` for the analysis with the body fit in the same request).
 
     ``progress`` is called from a poller thread (keep it cheap and thread-safe). Setting
     ``cancel_event`` cancels the request on the server and raises RequestCancelled; when the
     server has not answered ``cancel_grace`` seconds later (it lacks our cancel endpoint, or its
     backend checks rarely) the request is abandoned client-side.
     """
+    return analyze_photo_and_body(client, photo, model, tasks, max_side, flip_test, progress, cancel_event,
+                                  request_id, poll_interval, timeout, cancel_grace)[0]
+
+
+def analyze_photo_and_body(client: V2Client, photo, model: str, tasks=None, max_side=None, flip_test=None,
+                           progress: ProgressCallback | None = None, cancel_event=None, request_id=None,
+                           poll_interval: float = 0.25, timeout: float | None = None, cancel_grace: float = 5.0,
+                           body_fit: bool = False) -> tuple[Maps, dict | None]:
+    """:func:`analyze_photo`; with ``body_fit`` the server also fits the body to the maps it made,
+    in the same request (parameter ``body_fit``): ``(maps, the fit's arrays)``, the arrays None
+    when the server sent none (nobody in the photo, or a server that does not know the
+    parameter: it ignores it)."""
     data = _photo_bytes(photo)
     parameters: dict = {}
     if tasks is not None:
@@ -58,12 +73,15 @@ def analyze_photo(
         parameters["max_side"] = int(max_side)
     if flip_test is not None:
         parameters["flip_test"] = bool(flip_test)
+    if body_fit:
+        parameters["body_fit"] = True
     outputs = _infer_watched(client, model, {"image": data}, parameters or None, progress, cancel_event,
                              request_id, poll_interval, timeout, cancel_grace, "analysis")
+    fit = {k: outputs.pop(k) for k in list(outputs) if k in FIT_OUTPUTS}
     maps = maps_from_outputs(outputs)
     if progress is not None:
-        progress("done", 1.0, "maps received")
-    return maps
+        progress("done", 1.0, "body fitted" if fit else "maps received")
+    return maps, (_texts_to_str(fit) if fit else None)
 
 
 def _infer_watched(client, model, inputs, parameters, progress, cancel_event, request_id=None,
@@ -94,6 +112,8 @@ def _infer_watched(client, model, inputs, parameters, progress, cancel_event, re
 
 FIT_MODEL = "body_fit"
 TEMPLATE_MODEL = "body_template"
+# The arrays of a fit (docs/body_format.md), as an analysis asked for a body sends them with the maps.
+FIT_OUTPUTS = frozenset({f.name for f in dataclasses.fields(BodyFit)} | {"skipped"})
 
 
 def fit_body(client: V2Client, maps: Maps, people: list[int] | None = None,
