@@ -93,8 +93,10 @@ class AnalyzeOptions:
     flip_test: bool = True
 
 
-class Backend(ABC):
-    """One servable model (a v2 model name). Load lazily, unload on request."""
+class Model(ABC):
+    """One servable model (a v2 model name). Load lazily, unload on request. The server serves a
+    model by its type: a :class:`PhotoModel` takes a photo and answers the maps, a
+    :class:`TensorModel` takes and answers plain tensors (the body fit)."""
 
     #: v2 model name, e.g. "sapiens2-0.4b", "sapiens-1b", "mediapipe"
     name: str = ""
@@ -102,9 +104,6 @@ class Backend(ABC):
     platform: str = "sapiens_blender"
     #: v2 version string
     version: str = "1"
-    #: True when analyze_batch runs several photos in one forward pass: the server then batches
-    #: queued requests for this model (with a plain loop it would only serialise them)
-    batching: bool = False
 
     @abstractmethod
     def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
@@ -117,6 +116,27 @@ class Backend(ABC):
     @property
     @abstractmethod
     def loaded(self) -> bool: ...
+
+    def describe(self) -> dict:
+        """Extra, human-readable facts for model metadata (device, precision, weights)."""
+        return {}
+
+
+class TensorModel(Model):
+    """A model whose inputs and outputs are named tensors (docs/body_format.md)."""
+
+    @abstractmethod
+    def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
+                      cancel: CancelToken | None = None) -> dict[str, np.ndarray]:
+        """Outputs by name (numpy; text as str arrays) for ``inputs`` (numpy, text as bytes)."""
+
+
+class PhotoModel(Model):
+    """A model that turns one photo into the canonical maps (docs/maps_format.md)."""
+
+    #: True when analyze_batch runs several photos in one forward pass: the server then batches
+    #: queued requests for this model (with a plain loop it would only serialise them)
+    batching: bool = False
 
     @abstractmethod
     def analyze(
@@ -152,9 +172,8 @@ class Backend(ABC):
                 results.append(exc)
         return results
 
-    def describe(self) -> dict:
-        """Extra, human-readable facts for model metadata (device, precision, weights)."""
-        return {}
+
+Backend = PhotoModel  # the name the backends (and plug-ins) subclass
 
 
 class LightweightBackend(Backend):
@@ -176,7 +195,7 @@ class LightweightBackend(Backend):
         return self._loaded
 
 
-BackendFactory = Callable[[], Backend]
+BackendFactory = Callable[[], Model]
 _REGISTRY: dict[str, BackendFactory] = {}
 
 
@@ -189,7 +208,7 @@ def registered_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def create(name: str) -> Backend:
+def create(name: str) -> Model:
     try:
         factory = _REGISTRY[name]
     except KeyError:

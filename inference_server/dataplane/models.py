@@ -37,7 +37,7 @@ class NotLoaded(InferenceServerError):
 class ModelSlot:
     def __init__(self, name: str):
         self.name = name
-        self._backend: base.Backend | None = None
+        self._backend: base.Model | None = None
         self._create_lock = threading.Lock()
         self._load_lock = threading.Lock()  # serialises load/unload of this model
         self._cond = threading.Condition()
@@ -47,7 +47,7 @@ class ModelSlot:
         self.last_error: str | None = None
 
     @property
-    def backend(self) -> base.Backend:
+    def backend(self) -> base.Model:
         with self._create_lock:
             if self._backend is None:
                 try:
@@ -120,9 +120,10 @@ class ModelSlot:
     def batching(self) -> bool:
         """True when the backend runs several photos in one forward pass (worth batching)."""
         try:
-            return bool(getattr(self.backend, "batching", False))
+            backend = self.backend
         except Exception:  # a backend that cannot be created says so when it is used
             return False
+        return isinstance(backend, base.PhotoModel) and bool(backend.batching)
 
     def acquire(self, progress: ProgressFn, cancel: CancelToken, autoload: bool) -> None:
         """Hold the loaded backend for one inference (loading it first when allowed); pair with
@@ -136,7 +137,7 @@ class ModelSlot:
     def tensor_model(self) -> bool:
         """True for models that take and return plain tensors (the body fit), not photos."""
         try:
-            return bool(getattr(self.backend, "tensor_model", False))
+            return isinstance(self.backend, base.TensorModel)
         except Exception:
             return False
 

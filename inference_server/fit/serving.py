@@ -15,6 +15,7 @@ import numpy as np
 
 from ..dataplane import base
 from ..dataplane.base import BackendError, CancelToken, ProgressFn, no_progress
+from .settings import FitServerSettings
 
 FIT_INPUTS = {  # name: (datatype, shape, required)
     "mask": ("UINT8", [-1, -1], True),
@@ -67,18 +68,16 @@ def fit_device(wish: str = "auto") -> str:
     return wish
 
 
-class _BodyModelBackend(base.Backend):
-    """Holds the process-wide BodyModel; ``tensor_model`` routes requests to infer_tensors.
-    The template and the per-frame motion run on the CPU (small, latency-bound problems); the
-    fit where ``fit_device`` says."""
+class _BodyModelBackend(base.TensorModel):
+    """Holds the process-wide BodyModel. The template and the per-frame motion run on the CPU
+    (small, latency-bound problems); the fit where ``fit_device`` says."""
 
-    tensor_model = True
     platform = "sapiens_blender_body"
     on_fit_device = False
 
-    def __init__(self, settings=None) -> None:
+    def __init__(self, settings: FitServerSettings | None = None) -> None:
         self._body = None
-        self._settings = settings
+        self._settings = settings or FitServerSettings()
 
     def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
         if self._body is not None:
@@ -93,7 +92,7 @@ class _BodyModelBackend(base.Backend):
         torch.set_grad_enabled(True)
         device = "cpu"
         if self.on_fit_device:
-            device = fit_device(getattr(self._settings, "fit_device", "auto"))
+            device = fit_device(self._settings.device)
         self._body = BodyModel.load(device, progress=progress)
 
     def unload(self) -> None:
@@ -102,9 +101,6 @@ class _BodyModelBackend(base.Backend):
     @property
     def loaded(self) -> bool:
         return self._body is not None
-
-    def analyze(self, image, options, progress=no_progress, cancel=None):
-        raise BackendError(f"{self.name} takes maps tensors, not a photo (docs/body_format.md)", 400)
 
     inputs_spec: dict = {}
 
@@ -169,10 +165,10 @@ class BodyFitBackend(_BodyModelBackend):
         return out
 
     def fit_settings(self):
-        """The fit's settings from the server's (defaults but for ``--fit-compile``)."""
+        """The solver's settings: defaults but for ``--fit-compile``."""
         from .solver import FitSettings
 
-        return FitSettings(compile=bool(getattr(self._settings, "fit_compile", False)))
+        return FitSettings(compile=self._settings.compile)
 
     @staticmethod
     def _check(inputs: dict) -> dict:
@@ -262,6 +258,8 @@ class BodyMotionBackend(_BodyModelBackend):
                 "report": np.array(json.dumps(report))}
 
 
-def register_all(settings=None) -> None:
+def register_all(fit_settings: FitServerSettings | None = None) -> None:
+    """The fit models, with the server's fit settings (None: from the environment)."""
+    settings = fit_settings or FitServerSettings.from_env()
     for cls in (BodyFitBackend, BodyMotionBackend, BodyTemplateBackend):
         base.register(cls.name, lambda cls=cls: cls(settings))
