@@ -16,29 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InferenceServerError
+from ..protocol import contract
 
-# Canonical output tensors: name -> (v2 datatype, shape with -1 for variable dims).
-# `pointmap` is optional (Sapiens2 only); so are the diagnostics `normal_agreement_deg` (mean angle
-# in degrees between predicted and depth-derived normals after the axis self-calibration, NaN when
-# it did not run) and `notes` (human-readable remarks: "no person found", flipped axes, ...), sent
-# when the backend provides them. Every other key is always present.
-MAP_OUTPUTS: dict[str, tuple[str, list[int]]] = {
-    "image": ("UINT8", [-1, -1, 3]),
-    "mask": ("UINT8", [-1, -1]),
-    "parts": ("UINT8", [-1, -1]),
-    "part_names": ("BYTES", [-1]),
-    "normal": ("FP32", [-1, -1, 3]),
-    "depth": ("FP32", [-1, -1]),
-    "pointmap": ("FP32", [-1, -1, 3]),
-    "metric": ("BOOL", [1]),
-    "intrinsics": ("FP32", [3, 3]),
-    "keypoints": ("FP32", [-1, 308, 3]),
-    "keypoints_3d": ("FP32", [-1, 308, 4]),
-    "source": ("BYTES", [1]),
-    "normal_agreement_deg": ("FP32", [1]),
-    "notes": ("BYTES", [-1]),
-}
-OPTIONAL_OUTPUTS = frozenset({"pointmap", "keypoints_3d", "normal_agreement_deg", "notes"})
+# Canonical output tensors: name -> (v2 datatype, shape with -1 for variable dims), as the
+# contract states them (protocol/contract.json). The optional ones (`pointmap`, `keypoints_3d`, the
+# diagnostics `normal_agreement_deg` and `notes`) are sent when the backend provides them.
+MAP_OUTPUTS: dict[str, tuple[str, list[int]]] = {k: (v["datatype"], v["shape"]) for k, v in contract.MAPS.items()}
+OPTIONAL_OUTPUTS = frozenset(k for k, v in contract.MAPS.items() if v["optional"])
 
 
 class Cancelled(InferenceServerError):

@@ -17,6 +17,7 @@ from .base import BackendError
 from .jobs import BatchItem, Job
 from .models import DENSE_OUTPUTS, ECHO, ModelSlot, parse_body_fit, parse_options
 from ..processing.image_io import check_pixels_array, decode_image
+from ..protocol import contract
 from ..protocol.messages import InferRequest, MessageError, Tensor, encode_chunks, tensor
 
 MAX_ECHO_DELAY_MS = 10_000
@@ -174,10 +175,8 @@ def prepare_tensors(req: InferRequest, slot: ModelSlot, *, autoload: bool) -> Ca
     return work
 
 
-# What a fit answers (docs/body_format.md, "A fit"); none of these names is a maps name.
-FIT_OUTPUTS = ("body_version", "person_ids", "phenotypes", "rest_vertices", "rest_bone_matrices",
-               "rest_bone_tails", "bone_matrices", "placement", "vertices", "joints",
-               "joints_estimated", "reports", "skipped")
+# What a fit answers (docs/body_format.md); none of these names is a maps name.
+FIT_OUTPUTS = tuple(contract.FIT)
 # The maps a fit reads, as a client sends them to body_fit; depth, pointmap and keypoints_3d only
 # when they hold a finite value (as the client's body_fit call sends them).
 _FIT_READS = ("mask", "parts", "part_names", "intrinsics", "keypoints", "metric")

@@ -15,21 +15,11 @@ import numpy as np
 
 from ..dataplane import base
 from ..dataplane.base import BackendError, CancelToken, ProgressFn, no_progress
+from ..protocol import contract
 from .settings import FitServerSettings
 
-FIT_INPUTS = {  # name: (datatype, shape, required)
-    "mask": ("UINT8", [-1, -1], True),
-    "parts": ("UINT8", [-1, -1], True),
-    "part_names": ("BYTES", [-1], True),
-    "intrinsics": ("FP32", [3, 3], True),
-    "keypoints": ("FP32", [-1, 308, 3], True),
-    "keypoints_3d": ("FP32", [-1, 308, 4], False),
-    "depth": ("FP32", [-1, -1], False),
-    "pointmap": ("FP32", [-1, -1, 3], False),
-    "normal": ("FP32", [-1, -1, 3], False),
-    "metric": ("BOOL", [1], False),
-    "image": ("UINT8", [-1, -1, 3], False),
-}
+# The maps tensors the fit reads (protocol/contract.json): name -> (datatype, shape, required)
+FIT_INPUTS = {k: (v["datatype"], v["shape"], v["fit"] == "required") for k, v in contract.MAPS.items() if v["fit"]}
 MAX_PEOPLE = 16
 # Part names as docs/maps_format.md allows them (the add-on's core/maps checks the same).
 MAX_PART_NAMES, MAX_PART_NAME = 256, 64
@@ -180,6 +170,10 @@ class BodyFitBackend(_BodyModelBackend):
             if k not in FIT_INPUTS:
                 continue
             arr = np.asarray(v)
+            # the contract checked once, here: datatype, shape and finiteness, a 400 naming the tensor
+            why = contract.problem(k, arr, contract.MAPS[k])
+            if why:
+                raise BackendError(f"input {why} (docs/maps_format.md)", 400)
             if k == "part_names":
                 out[k] = [_text(x) for x in arr.reshape(-1)]
                 if len(out[k]) > MAX_PART_NAMES or any(not n or len(n) > MAX_PART_NAME for n in out[k]):
@@ -187,11 +181,8 @@ class BodyFitBackend(_BodyModelBackend):
                                        f"characters each (docs/maps_format.md)", 400)
                 continue
             if k == "metric":
-                out[k] = bool(arr.reshape(-1)[0]) if arr.size else True
+                out[k] = bool(arr.reshape(-1)[0])
                 continue
-            shape = FIT_INPUTS[k][1]
-            if arr.ndim != len(shape) or any(s not in (-1, d) for s, d in zip(shape, arr.shape)):
-                raise BackendError(f"input {k!r} has shape {list(arr.shape)}, expected {shape}", 400)
             out[k] = arr
         h, w = out["mask"].shape
         for k in ("parts", "depth", "pointmap", "normal", "image"):

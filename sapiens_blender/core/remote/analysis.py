@@ -9,7 +9,6 @@ a poller thread reads the job's progress from the server and forwards it, and tu
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import threading
@@ -21,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .client import V2Client
-from ..body.records import BodyFit
+from ..maps import contract
 from ..errors import ProtocolError, RequestCancelled, SapiensServerError
 from ..maps.canonical import Maps, MapsError
 
@@ -81,7 +80,7 @@ def analyze_photo_and_body(client: V2Client, photo, model: str, tasks=None, max_
     maps = maps_from_outputs(outputs)
     if progress is not None:
         progress("done", 1.0, "body fitted" if fit else "maps received")
-    return maps, (_texts_to_str(fit) if fit else None)
+    return maps, (decode_outputs(fit) if fit else None)
 
 
 def _infer_watched(client, model, inputs, parameters, progress, cancel_event, request_id=None,
@@ -113,7 +112,7 @@ def _infer_watched(client, model, inputs, parameters, progress, cancel_event, re
 FIT_MODEL = "body_fit"
 TEMPLATE_MODEL = "body_template"
 # The arrays of a fit (docs/body_format.md), as an analysis asked for a body sends them with the maps.
-FIT_OUTPUTS = frozenset({f.name for f in dataclasses.fields(BodyFit)} | {"skipped"})
+FIT_OUTPUTS = frozenset(contract.FIT)
 
 
 def fit_body(client: V2Client, maps: Maps, people: list[int] | None = None,
@@ -134,7 +133,7 @@ def fit_body(client: V2Client, maps: Maps, people: list[int] | None = None,
     parameters = {"people": ",".join(str(p) for p in people)} if people else None
     outputs = _infer_watched(client, FIT_MODEL, inputs, parameters, progress, cancel_event,
                              timeout=timeout, what="body fit")
-    out = _texts_to_str(outputs)
+    out = decode_outputs(outputs)
     if progress is not None:
         progress("done", 1.0, "body fitted")
     return out
@@ -161,43 +160,33 @@ def body_motion(client: V2Client, *, phenotypes, reference_bone_matrices, refere
               "smoothing": np.asarray([smoothing.encode()], object)}
     outputs = _infer_watched(client, MOTION_MODEL, inputs, None, progress, cancel_event,
                              timeout=timeout, what="body motion")
-    return _texts_to_str(outputs)
+    return decode_outputs(outputs)
 
 
 def body_template(client: V2Client, timeout: float | None = None) -> dict[str, np.ndarray]:
     """The constant body data (faces, UVs, bones, weights, parts) of docs/body_format.md."""
     outputs = client.infer(TEMPLATE_MODEL, {"version": np.asarray([b"?"], object)}, timeout=timeout)
-    return _texts_to_str(outputs)
+    return decode_outputs(outputs)
 
 
-def _texts_to_str(outputs: dict) -> dict[str, np.ndarray]:
+def decode_outputs(outputs: dict) -> dict[str, np.ndarray]:
+    """The one decoding of the server's tensors: text (BYTES) as str arrays, the contract's
+    one-value tensors (``source``, ``metric``, ``body_version``) as numpy scalars."""
     out = {}
     for key, value in outputs.items():
         arr = np.asarray(value)
         if arr.dtype == object:
             arr = np.asarray([_text(v) for v in arr.reshape(-1)], np.str_).reshape(arr.shape)
-            if key == "body_version":
-                arr = np.asarray(arr.reshape(-1)[0])
+        if key in contract.SCALARS and arr.size:
+            arr = np.asarray(arr.reshape(-1)[0])
         out[key] = arr
     return out
 
 
 def maps_from_outputs(outputs: dict[str, np.ndarray]) -> Maps:
     """The server's canonical output tensors (BYTES/BOOL as sent) -> validated Maps."""
-    arrays = dict(outputs)
-    if "part_names" in arrays:
-        arrays["part_names"] = np.asarray([_text(v) for v in np.asarray(arrays["part_names"]).reshape(-1)])
-    if "source" in arrays:
-        arrays["source"] = np.asarray(_text(np.asarray(arrays["source"]).reshape(-1)[0]))
-    if "metric" in arrays:
-        arrays["metric"] = np.asarray(bool(np.asarray(arrays["metric"]).reshape(-1)[0]))
-    # Optional diagnostics land in Maps.extras: text as a unicode array (saves without pickles).
-    if "notes" in arrays:
-        arrays["notes"] = np.asarray([_text(v) for v in np.asarray(arrays["notes"]).reshape(-1)], np.str_)
-    if "normal_agreement_deg" in arrays:
-        arrays["normal_agreement_deg"] = np.asarray(arrays["normal_agreement_deg"], np.float32).reshape(-1)
     try:
-        return Maps.from_arrays(arrays)
+        return Maps.from_arrays(decode_outputs(outputs))
     except (MapsError, IndexError) as exc:
         raise ProtocolError(f"the server sent invalid maps: {exc}") from exc
 

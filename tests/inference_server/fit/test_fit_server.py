@@ -66,6 +66,16 @@ def test_bad_maps_are_a_clear_400(client, body_model_scene):
     with pytest.raises(SapiensServerError) as err:
         fit_body(client, long)
     assert "part_names" in str(err.value) and "64 characters" in str(err.value)
+    # The contract checked once on the way in: a tensor of the wrong datatype, or NaN intrinsics.
+    good = {"mask": maps.mask, "parts": body_model_scene.maps.parts, "keypoints": body_model_scene.maps.keypoints,
+            "part_names": np.asarray([n.encode() for n in body_model_scene.maps.part_names], object),
+            "intrinsics": np.asarray(body_model_scene.maps.intrinsics, np.float32)}
+    with pytest.raises(SapiensServerError) as err:
+        client.infer("body_fit", {**good, "depth": np.zeros(maps.mask.shape, np.float64)})
+    assert err.value.status == 400 and "'depth' must be FP32, got float64" in str(err.value)
+    with pytest.raises(SapiensServerError) as err:
+        client.infer("body_fit", {**good, "intrinsics": np.full((3, 3), np.nan, np.float32)})
+    assert err.value.status == 400 and "'intrinsics' holds NaN" in str(err.value)
 
 
 def test_fit_device_choice(monkeypatch):
