@@ -27,12 +27,13 @@ class BodyMode(str, Enum):
         if value is None:
             return cls.NONE
         try:
-            return cls(str(value.value if isinstance(value, Enum) else value).strip().lower())
+            return cls(value)
         except ValueError:
             raise ValueError(f"body must be one of {', '.join(BODY_MODES)}, got {value!r}") from None
 
 
 BODY_MODES = tuple(m.value for m in BodyMode)
+FITTED_BODY_MODES = (BodyMode.CLOTHED.value, BodyMode.MINIMAL.value)  # the modes that build a body
 
 
 def wants_fit(body: "BodyMode | str | None") -> bool:
