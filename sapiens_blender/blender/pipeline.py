@@ -136,7 +136,8 @@ def iter_build_products(maps: Maps, products, options: BuildOptions | None = Non
     unknown_products = sorted(set(products) - set(PRODUCTS))
     if unknown_products:
         raise ValueError(f"unknown product(s) {unknown_products}; choose from {list(PRODUCTS)}")
-    if "body" in products and BodyMode.parse(options.body) is BodyMode.NONE:  # (a bad mode: ValueError)
+    mode = BodyMode.parse(options.body)  # a bad mode: ValueError naming the modes
+    if "body" in products and mode is BodyMode.NONE:
         options = replace(options, body="clothed")  # asking for the body product means a body
     from ..core.body.rig_names import RIG_NAMES
 
