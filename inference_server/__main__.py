@@ -103,8 +103,14 @@ def _model_settings(args):
             raise ValueError(f"--weights-dir {folder} is not a folder")
         folder = folder.resolve()
     return SapiensSettings.from_env(device=args.device or None, precision=args.precision or None,
-                                    weights_dir=folder, detector=args.detector or None,
-                                    fit_device=args.fit_device or None, fit_compile=args.fit_compile)
+                                    weights_dir=folder, detector=args.detector or None)
+
+
+def _fit_settings(args):
+    """The body fit's settings: --fit-device / --fit-compile over SAPIENS_FIT_* (fit/settings.py)."""
+    from .fit.settings import FitServerSettings
+
+    return FitServerSettings.from_env(device=args.fit_device or None, compile=args.fit_compile)
 
 
 def _setup_logging(args) -> Path:
@@ -213,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("sapiens_blender inference server %s, log file %s", __version__, log_path)
     try:
         token = _read_token(args)
-        model_settings = _model_settings(args)
+        model_settings, fit_settings = _model_settings(args), _fit_settings(args)
         if args.max_batch < 1 or not 0 <= args.batch_window_ms <= 1000:
             raise ValueError("--max-batch must be >= 1 and --batch-window-ms in 0..1000")
         if min(args.max_header_bytes, args.max_connections) < 1 or \
@@ -234,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     from .backends import catalog
 
     try:
-        found = catalog.register_builtin(model_settings)
+        found = catalog.register_builtin(model_settings, fit_settings)
         catalog.import_extra(args.backend_module)
     except Exception as exc:
         log.exception("cannot start: a backend module failed to import: %s", exc)

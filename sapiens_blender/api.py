@@ -20,10 +20,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 from .blender import export as _export
-from .core.build.options import PRODUCTS, BuildOptions
+from .core.build.options import PRODUCTS, BuildOptions, wants_fit
 from .blender.pipeline import BuildResult, PersonResult, build_products
 from .blender.pipeline import build_from_maps as _build
 from .core.maps.canonical import Maps
@@ -71,7 +69,7 @@ def build_from_maps(maps: Maps | str | os.PathLike, options: BuildOptions | None
         name = Path(maps).stem
         maps = Maps.load(maps)
     options = _options(options, name, overrides)
-    if options.body != "none":
+    if wants_fit(options.body):
         maps = fit_body(maps, server=server, token=token, progress=progress)
     return _build(maps, options)
 
@@ -89,23 +87,21 @@ def build_from_photo(
     """Analyse ``photo`` with ``model`` and build it. ``server`` = URL of a running server
     (with ``token``); without it a local server is started for this call and stopped after."""
     options = _options(options, Path(photo).stem, overrides)
-    maps = analyze(photo, model=model, server=server, token=token, progress=progress, fit=options.body != "none")
+    maps = analyze(photo, model=model, server=server, token=token, progress=progress, body=options.body)
     if save_maps:
         maps.save(save_maps)
     return _build(maps, options)
 
 
 def analyze(photo, model: str = DEFAULT_MODEL, server: str | None = None, token: str | None = None,
-            progress=None, fit: bool = False) -> Maps:
-    """Photo -> Maps through the inference server (remote when ``server`` is given); with
-    ``fit`` the maps also carry the fitted bodies (same server)."""
-    from .core.remote.analysis import analyze_photo
+            progress=None, body: str = "none") -> Maps:
+    """Photo -> Maps through the inference server (remote when ``server`` is given); with a
+    ``body`` mode ('minimal' or 'clothed', BodyMode) the maps also carry the fitted bodies, fitted
+    by the same server in the same request (people it could not fit: ``maps.extras['fit_notes']``)."""
+    from .core.remote import body_calls
 
-    def run(client):
-        maps = analyze_photo(client, photo, model, progress=progress)
-        return _fit_with(client, maps, progress) if fit else maps
-
-    return _with_server(run, server, token)
+    return _with_server(lambda client: body_calls.analyze(client, photo, model, body, progress=progress)[0],
+                        server, token)
 
 
 def fit_body(maps: Maps, server: str | None = None, token: str | None = None, progress=None) -> Maps:
@@ -132,14 +128,11 @@ def _with_server(work, server: str | None, token: str | None):
 
 
 def _fit_with(client, maps: Maps, progress) -> Maps:
-    """The one call site of the server's body fit: maps in, maps carrying template + fit out
+    """Maps from elsewhere (a file) fitted by the server: maps in, maps carrying template + fit out
     (people the server could not fit are listed in ``maps.extras['fit_notes']``)."""
     from .core.remote.body_calls import fit_maps
 
-    maps, notes = fit_maps(client, maps, progress=progress)
-    if notes:
-        maps.extras["fit_notes"] = np.asarray(notes, np.str_)
-    return maps
+    return fit_maps(client, maps, progress=progress)[0]
 
 
 def save_joints(path: str | os.PathLike, result: BuildResult) -> Path:

@@ -23,9 +23,10 @@ BUILTIN_BACKENDS = (
 )
 
 
-def register_builtin(settings=None) -> list[str]:
+def register_builtin(settings=None, fit_settings=None) -> list[str]:
     """Import each built-in backend module that exists and call its ``register_all()``; the
-    Sapiens and auto backends get ``settings`` (settings.SapiensSettings; None: the environment)."""
+    Sapiens and auto backends get ``settings`` (settings.SapiensSettings), the body fit
+    ``fit_settings`` (fit.settings.FitServerSettings); None: the environment."""
     found = []
     for module_name in BUILTIN_BACKENDS:
         try:
@@ -35,7 +36,10 @@ def register_builtin(settings=None) -> list[str]:
                 raise
             log.info("backend module %s is not installed; skipping", module_name)
             continue
-        if "settings" in inspect.signature(module.register_all).parameters:
+        parameters = inspect.signature(module.register_all).parameters
+        if "fit_settings" in parameters:
+            module.register_all(fit_settings)
+        elif "settings" in parameters:
             module.register_all(settings)
         else:
             module.register_all()

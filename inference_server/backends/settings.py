@@ -16,10 +16,9 @@ input_scale            SAPIENS_INPUT_SCALE         Sapiens2 preview input scale 
 detector               SAPIENS_DETECTOR            person detector repo id, or ``none``
 auto_model             SAPIENS_AUTO_MODEL          force what ``auto`` serves
 auto_size              SAPIENS_AUTO_SIZE           Sapiens2 size ``auto`` picks (0.4b)
-fit_device             SAPIENS_FIT_DEVICE          auto | cpu | cuda | cuda:N: where the body fit runs
-fit_compile            SAPIENS_FIT_COMPILE         1: torch.compile the body fit's evaluation
 =====================  ==========================  ===========================================
 
+The body fit has its own settings (SAPIENS_FIT_DEVICE, SAPIENS_FIT_COMPILE): fit/settings.py.
 Hugging Face's own variables (HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE, HF_TOKEN) keep their
 meaning: they belong to huggingface_hub and are read where the hub is used (weights.py).
 """
@@ -45,13 +44,6 @@ class SapiensSettings:
     detector: str | None = DEFAULT_DETECTOR  # None: people from the mask's connected components
     auto_model: str = ""
     auto_size: str = "0.4b"
-    # auto = cpu: the fit is launch-bound on a GPU (measured slower than the CPU on an H100 box;
-    # docs/performance.md); cuda on request
-    fit_device: str = "auto"
-    # compiled evaluations: 0.56 instead of 0.63 s per person in groups of two on a 2-core CPU,
-    # no faster for one, after compiling (about 2 min the first time, then about 1 min per server
-    # start): for batches of groups (docs/body_fit.md)
-    fit_compile: bool = False
 
     def __post_init__(self):
         # "none"/"off" mean no detector, however the settings were made; folders are Paths
@@ -83,8 +75,6 @@ class SapiensSettings:
             detector=detector,
             auto_model=text("SAPIENS_AUTO_MODEL", ""),
             auto_size=text("SAPIENS_AUTO_SIZE", "0.4b"),
-            fit_device=text("SAPIENS_FIT_DEVICE", "auto").lower(),
-            fit_compile=text("SAPIENS_FIT_COMPILE", "0") == "1",
         )
         return settings.replace(**overrides)
 

@@ -16,29 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InferenceServerError
+from ..protocol import contract
 
-# Canonical output tensors: name -> (v2 datatype, shape with -1 for variable dims).
-# `pointmap` is optional (Sapiens2 only); so are the diagnostics `normal_agreement_deg` (mean angle
-# in degrees between predicted and depth-derived normals after the axis self-calibration, NaN when
-# it did not run) and `notes` (human-readable remarks: "no person found", flipped axes, ...), sent
-# when the backend provides them. Every other key is always present.
-MAP_OUTPUTS: dict[str, tuple[str, list[int]]] = {
-    "image": ("UINT8", [-1, -1, 3]),
-    "mask": ("UINT8", [-1, -1]),
-    "parts": ("UINT8", [-1, -1]),
-    "part_names": ("BYTES", [-1]),
-    "normal": ("FP32", [-1, -1, 3]),
-    "depth": ("FP32", [-1, -1]),
-    "pointmap": ("FP32", [-1, -1, 3]),
-    "metric": ("BOOL", [1]),
-    "intrinsics": ("FP32", [3, 3]),
-    "keypoints": ("FP32", [-1, 308, 3]),
-    "keypoints_3d": ("FP32", [-1, 308, 4]),
-    "source": ("BYTES", [1]),
-    "normal_agreement_deg": ("FP32", [1]),
-    "notes": ("BYTES", [-1]),
-}
-OPTIONAL_OUTPUTS = frozenset({"pointmap", "keypoints_3d", "normal_agreement_deg", "notes"})
+# Canonical output tensors: name -> (v2 datatype, shape with -1 for variable dims), as the
+# contract states them (protocol/contract.json). The optional ones (`pointmap`, `keypoints_3d`, the
+# diagnostics `normal_agreement_deg` and `notes`) are sent when the backend provides them.
+MAP_OUTPUTS: dict[str, tuple[str, list[int]]] = {k: (v["datatype"], v["shape"]) for k, v in contract.MAPS.items()}
+OPTIONAL_OUTPUTS = frozenset(k for k, v in contract.MAPS.items() if v["optional"])
 
 
 class Cancelled(InferenceServerError):
@@ -93,8 +77,10 @@ class AnalyzeOptions:
     flip_test: bool = True
 
 
-class Backend(ABC):
-    """One servable model (a v2 model name). Load lazily, unload on request."""
+class Model(ABC):
+    """One servable model (a v2 model name). Load lazily, unload on request. The server serves a
+    model by its type: a :class:`PhotoModel` takes a photo and answers the maps, a
+    :class:`TensorModel` takes and answers plain tensors (the body fit)."""
 
     #: v2 model name, e.g. "sapiens2-0.4b", "sapiens-1b", "mediapipe"
     name: str = ""
@@ -102,9 +88,6 @@ class Backend(ABC):
     platform: str = "sapiens_blender"
     #: v2 version string
     version: str = "1"
-    #: True when analyze_batch runs several photos in one forward pass: the server then batches
-    #: queued requests for this model (with a plain loop it would only serialise them)
-    batching: bool = False
 
     @abstractmethod
     def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
@@ -117,6 +100,27 @@ class Backend(ABC):
     @property
     @abstractmethod
     def loaded(self) -> bool: ...
+
+    def describe(self) -> dict:
+        """Extra, human-readable facts for model metadata (device, precision, weights)."""
+        return {}
+
+
+class TensorModel(Model):
+    """A model whose inputs and outputs are named tensors (docs/body_format.md)."""
+
+    @abstractmethod
+    def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
+                      cancel: CancelToken | None = None) -> dict[str, np.ndarray]:
+        """Outputs by name (numpy; text as str arrays) for ``inputs`` (numpy, text as bytes)."""
+
+
+class PhotoModel(Model):
+    """A model that turns one photo into the canonical maps (docs/maps_format.md)."""
+
+    #: True when analyze_batch runs several photos in one forward pass: the server then batches
+    #: queued requests for this model (with a plain loop it would only serialise them)
+    batching: bool = False
 
     @abstractmethod
     def analyze(
@@ -152,9 +156,8 @@ class Backend(ABC):
                 results.append(exc)
         return results
 
-    def describe(self) -> dict:
-        """Extra, human-readable facts for model metadata (device, precision, weights)."""
-        return {}
+
+Backend = PhotoModel  # the name the backends (and plug-ins) subclass
 
 
 class LightweightBackend(Backend):
@@ -176,7 +179,7 @@ class LightweightBackend(Backend):
         return self._loaded
 
 
-BackendFactory = Callable[[], Backend]
+BackendFactory = Callable[[], Model]
 _REGISTRY: dict[str, BackendFactory] = {}
 
 
@@ -189,7 +192,7 @@ def registered_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def create(name: str) -> Backend:
+def create(name: str) -> Model:
     try:
         factory = _REGISTRY[name]
     except KeyError:

@@ -15,8 +15,9 @@ import numpy as np
 from . import base
 from .base import BackendError
 from .jobs import BatchItem, Job
-from .models import DENSE_OUTPUTS, ECHO, ModelSlot, parse_options
+from .models import DENSE_OUTPUTS, ECHO, ModelSlot, parse_body_fit, parse_options
 from ..processing.image_io import check_pixels_array, decode_image
+from ..protocol import contract
 from ..protocol.messages import InferRequest, MessageError, Tensor, encode_chunks, tensor
 
 MAX_ECHO_DELAY_MS = 10_000
@@ -96,13 +97,18 @@ def _check_photo_input(req: InferRequest) -> Tensor:
     return t
 
 
-def prepare_maps(req: InferRequest, slot: ModelSlot, *, max_pixels: int,
-                 autoload: bool) -> Callable[[Job], Encoded] | BatchItem:
+def prepare_maps(req: InferRequest, slot: ModelSlot, *, max_pixels: int, autoload: bool,
+                 fit_slot: ModelSlot | None = None) -> Callable[[Job], Encoded] | BatchItem:
     """The work of one maps request: a BatchItem when the model batches (requests with the same
-    tasks and flip test then share forward passes), else a plain callable."""
+    tasks and flip test then share forward passes), else a plain callable. With the parameter
+    ``body_fit`` the body fit (``fit_slot``) runs on the maps in the same job and its arrays are
+    sent with them (docs/body_format.md): the maps never travel back to be fitted."""
     photo = _check_photo_input(req)
     options = parse_options(req.parameters)
-    names = _select(req, list(base.MAP_OUTPUTS))
+    fit = parse_body_fit(req.parameters)
+    if fit and fit_slot is None:
+        raise MessageError("parameter 'body_fit': this server has no body fit (install '.[fit]')")
+    names = _select(req, list(base.MAP_OUTPUTS) + (list(FIT_OUTPUTS) if fit else []))
 
     def decode(job: Job) -> tuple[np.ndarray, base.AnalyzeOptions]:
         job.report("decode")
@@ -118,8 +124,14 @@ def prepare_maps(req: InferRequest, slot: ModelSlot, *, max_pixels: int,
         job.token.check()
         job.report("encode")
         produced = maps_to_tensors(maps, slot.name)
+        if fit:
+            produced.update(_fit_maps(job, produced, fit_slot, autoload))
+            job.token.check()
+            job.report("encode")
         outputs = [produced[n] for n in names if n in produced]
-        flags = _binary_flags(req, outputs, lambda t: False, DENSE_OUTPUTS)
+        # the body's arrays binary as body_fit sends them (a body is ~14k vertices per person)
+        flags = _binary_flags(req, outputs, lambda t: t.name in FIT_OUTPUTS and t.datatype != "BYTES",
+                              DENSE_OUTPUTS)
         return encode_chunks(_header(req, job, slot.name, slot.version), "outputs", outputs, flags)
 
     if slot.batching:
@@ -154,20 +166,50 @@ def prepare_tensors(req: InferRequest, slot: ModelSlot, *, autoload: bool) -> Ca
             slot.release()
         job.token.check()
         job.report("encode")
-        tensors = {}
-        for key, value in produced.items():
-            arr = np.asarray(value)
-            if arr.dtype.kind in "US":
-                arr = np.asarray([str(v) for v in arr.reshape(-1)], object).reshape(arr.shape or (1,))
-                tensors[key] = tensor(key, arr, "BYTES")
-            else:
-                tensors[key] = tensor(key, arr)
+        tensors = _tensors(produced)
         names = _select(req, list(tensors))
         outputs = [tensors[n] for n in names]
         flags = _binary_flags(req, outputs, lambda t: t.datatype != "BYTES")
         return encode_chunks(_header(req, job, slot.name, slot.version), "outputs", outputs, flags)
 
     return work
+
+
+# What a fit answers (docs/body_format.md); none of these names is a maps name.
+FIT_OUTPUTS = tuple(contract.FIT)
+# The maps a fit reads, as a client sends them to body_fit; depth, pointmap and keypoints_3d only
+# when they hold a finite value (as the client's body_fit call sends them).
+_FIT_READS = ("mask", "parts", "part_names", "intrinsics", "keypoints", "metric")
+_FIT_READS_IF_FINITE = ("depth", "pointmap", "keypoints_3d")
+
+
+def _fit_maps(job: Job, maps: dict[str, Tensor], fit_slot: ModelSlot, autoload: bool) -> dict[str, Tensor]:
+    """The body fit of the maps just made, as output tensors; none when the mask holds nobody
+    (a photo without a person is maps only, as the client skipped the fit before)."""
+    if not np.any(maps["mask"].array):
+        return {}
+    inputs = {k: maps[k].array for k in _FIT_READS}
+    inputs.update({k: maps[k].array for k in _FIT_READS_IF_FINITE
+                   if k in maps and np.isfinite(maps[k].array).any()})
+    fit_slot.acquire(job.report, job.token, autoload)
+    try:
+        produced = fit_slot.backend.infer_tensors(inputs, {}, job.report, job.token)
+    finally:
+        fit_slot.release()
+    return _tensors(produced)
+
+
+def _tensors(produced: dict) -> dict[str, Tensor]:
+    """A tensor model's numpy outputs as tensors (text arrays as BYTES)."""
+    tensors = {}
+    for key, value in produced.items():
+        arr = np.asarray(value)
+        if arr.dtype.kind in "US":
+            arr = np.asarray([str(v) for v in arr.reshape(-1)], object).reshape(arr.shape or (1,))
+            tensors[key] = tensor(key, arr, "BYTES")
+        else:
+            tensors[key] = tensor(key, arr)
+    return tensors
 
 
 def maps_to_tensors(maps: dict, model: str) -> dict[str, Tensor]:

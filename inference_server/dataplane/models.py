@@ -18,6 +18,7 @@ from ..protocol.messages import MessageError
 from ..errors import InferenceServerError
 
 ECHO = "echo"
+FIT_MODEL = "body_fit"  # the tensor model an analysis asked for a body (parameter body_fit) runs
 KNOWN_TASKS = ("seg", "normal", "depth", "pose")
 # Outputs that are always sent binary: JSON of a 1024x768 map is ~100x slower.
 DENSE_OUTPUTS = frozenset({"image", "mask", "parts", "normal", "depth", "pointmap"})
@@ -36,7 +37,7 @@ class NotLoaded(InferenceServerError):
 class ModelSlot:
     def __init__(self, name: str):
         self.name = name
-        self._backend: base.Backend | None = None
+        self._backend: base.Model | None = None
         self._create_lock = threading.Lock()
         self._load_lock = threading.Lock()  # serialises load/unload of this model
         self._cond = threading.Condition()
@@ -46,7 +47,7 @@ class ModelSlot:
         self.last_error: str | None = None
 
     @property
-    def backend(self) -> base.Backend:
+    def backend(self) -> base.Model:
         with self._create_lock:
             if self._backend is None:
                 try:
@@ -119,9 +120,10 @@ class ModelSlot:
     def batching(self) -> bool:
         """True when the backend runs several photos in one forward pass (worth batching)."""
         try:
-            return bool(getattr(self.backend, "batching", False))
+            backend = self.backend
         except Exception:  # a backend that cannot be created says so when it is used
             return False
+        return isinstance(backend, base.PhotoModel) and bool(backend.batching)
 
     def acquire(self, progress: ProgressFn, cancel: CancelToken, autoload: bool) -> None:
         """Hold the loaded backend for one inference (loading it first when allowed); pair with
@@ -135,7 +137,7 @@ class ModelSlot:
     def tensor_model(self) -> bool:
         """True for models that take and return plain tensors (the body fit), not photos."""
         try:
-            return bool(getattr(self.backend, "tensor_model", False))
+            return isinstance(self.backend, base.TensorModel)
         except Exception:
             return False
 
@@ -195,6 +197,16 @@ def parse_options(parameters: dict) -> AnalyzeOptions:
     return opts
 
 
+def parse_body_fit(parameters: dict) -> bool:
+    """The parameter ``body_fit``: true runs the body fit on the maps in the same request."""
+    fit = parameters.get("body_fit", False)
+    if isinstance(fit, str) and fit.lower() in ("true", "false", "1", "0"):
+        fit = fit.lower() in ("true", "1")
+    if not isinstance(fit, bool):
+        raise MessageError(f"parameter 'body_fit' must be true or false, got {fit!r}")
+    return fit
+
+
 def model_metadata(name: str, slot: ModelSlot | None) -> dict:
     if name == ECHO:
         return {"name": ECHO, "versions": ["1"], "platform": "sapiens_blender_echo",
@@ -214,7 +226,7 @@ def model_metadata(name: str, slot: ModelSlot | None) -> dict:
     meta = {"name": name, "versions": [slot.version if slot else "1"],
             "platform": "sapiens_blender", "inputs": MAP_INPUTS, "outputs": outputs,
             "parameters": {"tasks": ",".join(KNOWN_TASKS), "max_side": 1024,
-                           "flip_test": base.AnalyzeOptions().flip_test}}
+                           "flip_test": base.AnalyzeOptions().flip_test, "body_fit": False}}
     if slot is not None and slot._backend is not None:
         meta["platform"] = slot._backend.platform
         try:  # via JSON with str() fallback: a torch.device or Path must not turn this into a 500

@@ -15,20 +15,11 @@ import numpy as np
 
 from ..dataplane import base
 from ..dataplane.base import BackendError, CancelToken, ProgressFn, no_progress
+from ..protocol import contract
+from .settings import FitServerSettings
 
-FIT_INPUTS = {  # name: (datatype, shape, required)
-    "mask": ("UINT8", [-1, -1], True),
-    "parts": ("UINT8", [-1, -1], True),
-    "part_names": ("BYTES", [-1], True),
-    "intrinsics": ("FP32", [3, 3], True),
-    "keypoints": ("FP32", [-1, 308, 3], True),
-    "keypoints_3d": ("FP32", [-1, 308, 4], False),
-    "depth": ("FP32", [-1, -1], False),
-    "pointmap": ("FP32", [-1, -1, 3], False),
-    "normal": ("FP32", [-1, -1, 3], False),
-    "metric": ("BOOL", [1], False),
-    "image": ("UINT8", [-1, -1, 3], False),
-}
+# The maps tensors the fit reads (protocol/contract.json): name -> (datatype, shape, required)
+FIT_INPUTS = {k: (v["datatype"], v["shape"], v["fit"] == "required") for k, v in contract.MAPS.items() if v["fit"]}
 MAX_PEOPLE = 16
 # Part names as docs/maps_format.md allows them (the add-on's core/maps checks the same).
 MAX_PART_NAMES, MAX_PART_NAME = 256, 64
@@ -67,18 +58,16 @@ def fit_device(wish: str = "auto") -> str:
     return wish
 
 
-class _BodyModelBackend(base.Backend):
-    """Holds the process-wide BodyModel; ``tensor_model`` routes requests to infer_tensors.
-    The template and the per-frame motion run on the CPU (small, latency-bound problems); the
-    fit where ``fit_device`` says."""
+class _BodyModelBackend(base.TensorModel):
+    """Holds the process-wide BodyModel. The template and the per-frame motion run on the CPU
+    (small, latency-bound problems); the fit where ``fit_device`` says."""
 
-    tensor_model = True
     platform = "sapiens_blender_body"
     on_fit_device = False
 
-    def __init__(self, settings=None) -> None:
+    def __init__(self, settings: FitServerSettings | None = None) -> None:
         self._body = None
-        self._settings = settings
+        self._settings = settings or FitServerSettings()
 
     def load(self, progress: ProgressFn = no_progress, cancel: CancelToken | None = None) -> None:
         if self._body is not None:
@@ -93,7 +82,7 @@ class _BodyModelBackend(base.Backend):
         torch.set_grad_enabled(True)
         device = "cpu"
         if self.on_fit_device:
-            device = fit_device(getattr(self._settings, "fit_device", "auto"))
+            device = fit_device(self._settings.device)
         self._body = BodyModel.load(device, progress=progress)
 
     def unload(self) -> None:
@@ -102,9 +91,6 @@ class _BodyModelBackend(base.Backend):
     @property
     def loaded(self) -> bool:
         return self._body is not None
-
-    def analyze(self, image, options, progress=no_progress, cancel=None):
-        raise BackendError(f"{self.name} takes maps tensors, not a photo (docs/body_format.md)", 400)
 
     inputs_spec: dict = {}
 
@@ -169,10 +155,10 @@ class BodyFitBackend(_BodyModelBackend):
         return out
 
     def fit_settings(self):
-        """The fit's settings from the server's (defaults but for ``--fit-compile``)."""
+        """The solver's settings: defaults but for ``--fit-compile``."""
         from .solver import FitSettings
 
-        return FitSettings(compile=bool(getattr(self._settings, "fit_compile", False)))
+        return FitSettings(compile=self._settings.compile)
 
     @staticmethod
     def _check(inputs: dict) -> dict:
@@ -184,6 +170,10 @@ class BodyFitBackend(_BodyModelBackend):
             if k not in FIT_INPUTS:
                 continue
             arr = np.asarray(v)
+            # the contract checked once, here: datatype, shape and finiteness, a 400 naming the tensor
+            why = contract.problem(k, arr, contract.MAPS[k])
+            if why:
+                raise BackendError(f"input {why} (docs/maps_format.md)", 400)
             if k == "part_names":
                 out[k] = [_text(x) for x in arr.reshape(-1)]
                 if len(out[k]) > MAX_PART_NAMES or any(not n or len(n) > MAX_PART_NAME for n in out[k]):
@@ -191,11 +181,8 @@ class BodyFitBackend(_BodyModelBackend):
                                        f"characters each (docs/maps_format.md)", 400)
                 continue
             if k == "metric":
-                out[k] = bool(arr.reshape(-1)[0]) if arr.size else True
+                out[k] = bool(arr.reshape(-1)[0])
                 continue
-            shape = FIT_INPUTS[k][1]
-            if arr.ndim != len(shape) or any(s not in (-1, d) for s, d in zip(shape, arr.shape)):
-                raise BackendError(f"input {k!r} has shape {list(arr.shape)}, expected {shape}", 400)
             out[k] = arr
         h, w = out["mask"].shape
         for k in ("parts", "depth", "pointmap", "normal", "image"):
@@ -262,6 +249,8 @@ class BodyMotionBackend(_BodyModelBackend):
                 "report": np.array(json.dumps(report))}
 
 
-def register_all(settings=None) -> None:
+def register_all(fit_settings: FitServerSettings | None = None) -> None:
+    """The fit models, with the server's fit settings (None: from the environment)."""
+    settings = fit_settings or FitServerSettings.from_env()
     for cls in (BodyFitBackend, BodyMotionBackend, BodyTemplateBackend):
         base.register(cls.name, lambda cls=cls: cls(settings))

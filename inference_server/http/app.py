@@ -19,7 +19,7 @@ from ..dataplane import base
 from ..dataplane.base import BackendError, Cancelled
 from ..dataplane.infer import prepare_echo, prepare_maps, prepare_tensors
 from ..dataplane.jobs import FINISHED, JobIdInUse, JobManager, QueueFull, ShuttingDown
-from ..dataplane.models import ECHO, ModelSlot, NotLoaded, model_metadata
+from ..dataplane.models import ECHO, FIT_MODEL, ModelSlot, NotLoaded, model_metadata
 from ..processing.image_io import DEFAULT_MAX_PIXELS, ImageError
 from ..protocol.messages import DATATYPES, MAX_ID, MessageError, parse_infer_request
 from .security import BodyTooLarge, GuardMiddleware, allowed_hosts
@@ -156,6 +156,10 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
             raise StarletteHTTPException(404, f"model {name!r} has no version {version!r}")
         return slot
 
+    def fit_slot() -> ModelSlot | None:
+        """The body fit's slot, for analyses asked for a body (None: no fit on this server)."""
+        return slots.setdefault(FIT_MODEL, ModelSlot(FIT_MODEL)) if FIT_MODEL in base.registered_names() else None
+
     @app.get("/v2/health/live")
     async def live():
         return {"live": True}
@@ -223,7 +227,7 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
                 work = prepare_tensors(req, slot, autoload=config.autoload)
             else:
                 work = prepare_maps(req, slot, max_pixels=config.max_image_pixels,
-                                    autoload=config.autoload)
+                                    autoload=config.autoload, fit_slot=fit_slot())
             job = jobs.admit(req.id, "infer", name, reserved=True)
         except BaseException:
             jobs.unreserve()

@@ -38,7 +38,7 @@ def build_job(job: dict, maps=None) -> dict:
         else:
             analysis_start = time.perf_counter()
             maps = api.analyze(source, model=job.get("model") or api.DEFAULT_MODEL,
-                               server=job["server"], token=job.get("token"), fit=options.body != "none")
+                               server=job["server"], token=job.get("token"), body=options.body)
             timings["analysis"] = time.perf_counter() - analysis_start
             result = api.build_from_maps(maps, options)
         timings["build"] = sum(result.timings.values())

@@ -17,6 +17,7 @@ import numpy as np
 from mathutils import Matrix
 
 from ..core.body.pose import local_pose_quaternions
+from ..core.build.options import FITTED_BODY_MODES
 from ..core.geometry.types import CAMERA_TO_BLENDER
 from .context import preserved_selection, select_only
 from .armature import new_armature_in_edit_mode
@@ -184,7 +185,7 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     from . import materials
     from .images import image_from_array
 
-    if mode not in ("minimal", "clothed"):
+    if mode not in FITTED_BODY_MODES:
         raise ValueError(f"body mode must be 'minimal' or 'clothed', got {mode!r}")
     i = fit.index(person_id)
     faces = template.faces

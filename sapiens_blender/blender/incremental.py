@@ -31,6 +31,7 @@ from ..core.maps.goliath import KEYPOINT_INDEX
 from ..core.geometry.types import GeometryError, SurfaceMesh
 from . import armature, context, identity, materials, mesh, skinning
 from ..core.build import steps
+from ..core.build.options import FITTED_BODY_MODES
 from .images import image_from_array
 from .scope import Scope
 
@@ -300,7 +301,7 @@ class PersonBuild:
                 self.report.warnings.append(
                     f"'{leftover.name}' lost its {'armature' if self.body_mesh else 'mesh'}: a new body was "
                     "built beside it (delete the old one if you do not need it)")
-            if opts.body not in ("minimal", "clothed"):
+            if opts.body not in FITTED_BODY_MODES:
                 raise ValueError(f"body must be 'minimal' or 'clothed', got {opts.body!r}")
             with scope.timer("body"):
                 obj, arm, report, images = body.build_person_body(

@@ -20,7 +20,7 @@ import bpy
 from ..core.build.report import BuildReport, PersonReport
 from ..core.geometry.types import GeometryError
 from ..core.maps.canonical import Maps
-from ..core.build.options import BODY_MODES, PRODUCTS, BuildOptions
+from ..core.build.options import PRODUCTS, BodyMode, BuildOptions, wants_fit
 from . import identity, incremental, lighting
 from .scope import Scope
 
@@ -99,7 +99,7 @@ def build_from_maps(maps: Maps, options: BuildOptions | None = None) -> BuildRes
     ``build_products`` is the incremental form the panel's buttons use.
     """
     options = options or BuildOptions()
-    if options.body != "none":  # the fitted body replaces the relief / closed shell
+    if wants_fit(options.body):  # the fitted body replaces the relief / closed shell
         return build_products(maps, ["body"], options, reuse=False)
     products = ["mesh", "normal_texture"]
     products += ["part_materials"] if options.part_materials else []
@@ -136,9 +136,8 @@ def iter_build_products(maps: Maps, products, options: BuildOptions | None = Non
     unknown_products = sorted(set(products) - set(PRODUCTS))
     if unknown_products:
         raise ValueError(f"unknown product(s) {unknown_products}; choose from {list(PRODUCTS)}")
-    if options.body not in BODY_MODES:
-        raise ValueError(f"body must be one of {', '.join(BODY_MODES)}, got {options.body!r}")
-    if "body" in products and options.body == "none":
+    mode = BodyMode.parse(options.body)  # a bad mode: ValueError naming the modes
+    if "body" in products and mode is BodyMode.NONE:
         options = replace(options, body="clothed")  # asking for the body product means a body
     from ..core.body.rig_names import RIG_NAMES
 

@@ -139,8 +139,8 @@ def _server_env(args) -> dict[str, str]:
 
 
 def run(args) -> int:
-    from ..core.remote.analysis import analyze_photo
-    from ..core.remote.body_calls import fit_maps
+    from ..core.remote import body_calls
+    from ..core.build.options import BodyMode
     from ..core.errors import SapiensServerError
     from ..core.maps.canonical import MapsError
 
@@ -187,18 +187,17 @@ def run(args) -> int:
             bar.update("server", None, "starting the inference server")
             server = ServerProcess(python=args.python, env=_server_env(args))
             client = server.ensure_running()
-        template_lock = threading.Lock()
+        # --fit: the server fits the bodies to the maps it makes, in the same request
+        body = BodyMode.CLOTHED if getattr(args, "fit", False) else BodyMode.NONE
 
         def analyze_one(i: int, photo: Path):
             start = time.perf_counter()
             try:
-                maps = analyze_photo(client, photo, args.model, tasks=tasks, max_side=args.max_side,
-                                     flip_test=args.flip_test, progress=bar.for_photo(i, photo.name))
-                if getattr(args, "fit", False) and maps.person_ids:
-                    with template_lock:  # the first fit fetches and caches the template once
-                        maps, notes = fit_maps(client, maps, progress=bar.for_photo(i, photo.name))
-                    for note in notes:
-                        print(f"note: {photo}: {note}", file=sys.stderr)
+                maps, notes = body_calls.analyze(client, photo, args.model, body, tasks=tasks,
+                                                 max_side=args.max_side, flip_test=args.flip_test,
+                                                 progress=bar.for_photo(i, photo.name))
+                for note in notes:
+                    print(f"note: {photo}: {note}", file=sys.stderr)
                 written = write_outputs(maps, out_dir, photo.stem, previews=not args.no_previews)
             except (SapiensServerError, MapsError, OSError, ValueError) as exc:
                 return i, photo, exc, None, [], time.perf_counter() - start

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .analyze import ProgressBar
 from .build import EXPORT_SUFFIXES
+from ..core.build.options import FITTED_BODY_MODES, BodyMode
 from .server_args import TOKEN_HELP, server_token
 
 
@@ -42,7 +43,7 @@ def register(subparsers) -> None:
                    help="what moves: 'body' = the fitted body, fitted once per person and posed on "
                         "every frame (default; people it cannot fit keep the relief armature, and a "
                         "note says so), 'relief' = the armature of the joints (with --maps-dir: no server)")
-    p.add_argument("--body", choices=("clothed", "minimal"), default="clothed",
+    p.add_argument("--body", choices=FITTED_BODY_MODES, default=BodyMode.CLOTHED.value,
                    help="with --rig body: the clothing carried onto the body (default) or the body alone")
     p.add_argument("--rig-names", choices=("anny", "rigify", "mixamo", "unreal"), default="anny",
                    help="with --rig body: bone names for retargeting tools (default anny's)")

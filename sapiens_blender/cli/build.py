@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..core.build.options import FITTED_BODY_MODES, BodyMode
 from .server_args import TOKEN_HELP, server_token
 
 EXPORT_SUFFIXES = (".blend", ".glb", ".gltf", ".fbx")
@@ -55,7 +56,7 @@ def add_geometry_arguments(p) -> None:
     geo.add_argument("--skinning", choices=("auto", "parts", "none"), default="auto",
                      help="auto: bone heat, part weights where it fails; parts: part weights only")
     body = p.add_argument_group("fitted body")
-    body.add_argument("--body", nargs="?", const="clothed", choices=("clothed", "minimal"), default=None,
+    body.add_argument("--body", nargs="?", const="clothed", choices=FITTED_BODY_MODES, default=None,
                       help="a complete, rigged 3D body fitted to the photo instead of the relief: 'clothed' "
                            "(default) carries the photo's clothing and hair onto it, 'minimal' is the body alone; "
                            "maps without a fit are fitted by the server")
@@ -82,7 +83,7 @@ def option_values(args, outputs) -> dict:
             raise SystemExit(f"error: --people must be comma-separated integers, got {args.people!r}")
     return {"stride": args.stride, "closed": args.closed, "normal_space": normal_space(args, outputs),
             "part_materials": not args.no_part_materials, "armature": not args.no_armature,
-            "skinning": args.skinning, "people": people, "body": args.body or "none", "rig_names": args.rig_names}
+            "skinning": args.skinning, "people": people, "body": BodyMode.parse(args.body).value, "rig_names": args.rig_names}
 
 
 def options_from_args(args, name: str):
@@ -195,7 +196,7 @@ def load_input(args):
         else:
             start = time.perf_counter()
             maps = api.analyze(photo, model=args.model or api.DEFAULT_MODEL, server=args.server,
-                               token=server_token(args), fit=bool(args.body))
+                               token=server_token(args), body=BodyMode.parse(args.body).value)
             seconds = time.perf_counter() - start
     if args.save_maps:  # right away, whatever the input (a --maps copy, converted lite files, an
         maps.save(args.save_maps)  # analysis): a failing build loses nothing

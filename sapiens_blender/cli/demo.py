@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..core.build.options import FITTED_BODY_MODES, BodyMode, wants_fit
+
 DEFAULT_MODEL = "auto"
 DEFAULT_STRIDE = 2  # one vertex per 2x2 pixels: a light mesh that builds in seconds
 
@@ -31,7 +33,7 @@ def register(subparsers) -> None:
     p.add_argument("--photo", help="another photo instead of the bundled sample")
     p.add_argument("--stride", type=int, default=DEFAULT_STRIDE, help="pixels per mesh vertex (default 2)")
     p.add_argument("--server-python", help="Python interpreter of the server (default: this one)")
-    p.add_argument("--body", choices=("clothed", "minimal", "none"), default="clothed",
+    p.add_argument("--body", choices=(*FITTED_BODY_MODES, BodyMode.NONE.value), default=BodyMode.CLOTHED.value,
                    help="the fitted 3D body (default clothed); none: the photo's relief instead")
     p.set_defaults(func=run)
 
@@ -98,7 +100,7 @@ def _build(api, maps, stem: str, stride: int, body: str = "none"):
     from ..core.geometry.types import GeometryError
 
     api.new_scene()
-    if body != "none":
+    if wants_fit(body):
         return api.build_from_maps(maps, name=stem, body=body), ""
     try:
         return api.build_from_maps(maps, name=stem, stride=stride), ""
@@ -130,7 +132,7 @@ def _analyze(photo: Path, args, timings: dict):
         maps = analyze_photo(client, photo, args.model, timeout=600)
         _stage(timings, "analysis", t)
         fit_error = ""
-        if args.body != "none":
+        if wants_fit(args.body):
             t = time.perf_counter()
             try:
                 maps = api._fit_with(client, maps, None)

@@ -31,6 +31,7 @@ import bpy
 from bpy.props import EnumProperty
 
 from ..blender import pipeline
+from ..core.build.options import wants_fit
 from ..core.geometry.types import GeometryError
 from ..core.maps.canonical import MapsError
 from ..core.jobs.background import FAILED
@@ -172,7 +173,7 @@ class SAPIENS_OT_build_body(_BuildOperator, bpy.types.Operator):
 def _products_for(products, options) -> tuple:
     """The Body button builds the body; with the shape "Body" (``options.body``), so do the
     mesh buttons and Build All; otherwise they build the relief / closed shell only."""
-    if tuple(products) == ("body",) or options.body != "none":
+    if tuple(products) == ("body",) or wants_fit(options.body):
         return ("body",)
     return tuple(p for p in products if p != "body")
 
@@ -193,7 +194,7 @@ def fit_then_build(operator, context, maps, options):
         return {"CANCELLED"}
     scene_name = context.scene.name
     photo = storage.analysis_summary(context.scene).get("photo", "")
-    if options.body == "none":
+    if not wants_fit(options.body):
         options = replace(options, body=context.scene.sapiens.body)
 
     def work(progress):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..maps.canonical import Maps, points_from_depth
+from ..geometry.surface import unproject
+from ..maps.canonical import Maps
 
 # Classes whose observed surface lies outside the body (never inside): the clothed layer's.
 DRESSED_CLASSES = frozenset({"Apparel", "Upper_Clothing", "Lower_Clothing", "Hair", "Left_Shoe", "Right_Shoe",
@@ -154,7 +155,8 @@ def observed_points(maps: Maps) -> np.ndarray | None:
     depth = np.asarray(maps.depth, np.float64)
     if not np.isfinite(depth).any():
         return None
-    return points_from_depth(depth, maps.intrinsics).astype(np.float64)
+    h, w = depth.shape
+    return unproject(np.arange(h)[:, None], np.arange(w)[None, :], depth, maps.intrinsics)
 
 
 # --- the texture -------------------------------------------------------------------------------

@@ -6,11 +6,39 @@ and the batch fill them in without importing bpy."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from ..geometry.types import Joint
 
 PRODUCTS = ("mesh", "normal_texture", "part_materials", "armature", "body")
-BODY_MODES = ("none", "minimal", "clothed")
+
+
+class BodyMode(str, Enum):
+    """What body a build makes: none (the relief), or the fitted body without or with the photo's
+    clothing. A str, so 'none' / 'minimal' / 'clothed' (CLI, panel, API keywords) compare equal."""
+
+    NONE = "none"
+    MINIMAL = "minimal"
+    CLOTHED = "clothed"
+
+    @classmethod
+    def parse(cls, value: "BodyMode | str | None") -> "BodyMode":
+        """A body mode from its name (None: none); anything else is a ValueError naming the modes."""
+        if value is None:
+            return cls.NONE
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"body must be one of {', '.join(BODY_MODES)}, got {value!r}") from None
+
+
+BODY_MODES = tuple(m.value for m in BodyMode)
+FITTED_BODY_MODES = (BodyMode.CLOTHED.value, BodyMode.MINIMAL.value)  # the modes that build a body
+
+
+def wants_fit(body: "BodyMode | str | None") -> bool:
+    """Whether the body mode needs the body fit (every mode but none does)."""
+    return BodyMode.parse(body) is not BodyMode.NONE
 
 
 @dataclass
@@ -18,7 +46,7 @@ class BuildOptions:
     name: str = "photo"  # the photo's stem, used in every name
     stride: int = 1  # one vertex per `stride` pixels
     closed: bool = False  # watertight body (front + inferred back) instead of the visible surface
-    body: str = "none"  # 'none', or a fitted full body: 'minimal' or 'clothed' (the body fit)
+    body: str = BodyMode.NONE.value  # a BodyMode: 'none', or a fitted full body, 'minimal' or 'clothed'
     normal_space: str = "OBJECT"  # 'OBJECT' (exact, Blender) or 'TANGENT' (glTF/FBX/game engines)
     part_materials: bool = True
     armature: bool = True

@@ -52,7 +52,9 @@ def person_depth(maps: Maps, person_id: int, erode_px: int = 0) -> np.ndarray:
 
 
 def unproject(rows: np.ndarray, cols: np.ndarray, z: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
-    """Camera-frame XYZ [N,3] of pixel centres (row, col) at Z depth (float64)."""
+    """Camera-frame XYZ [...,3] of pixel centres (row, col) at Z depth (float64): the one depth ->
+    3D of the add-on. Broadcasts: a point list (rows, cols, z [N]) or a whole depth map
+    (rows [H,1], cols [1,W], z [H,W] -> [H,W,3])."""
     k = np.asarray(intrinsics, np.float64)
     z = np.asarray(z, np.float64)
     x = (np.asarray(cols, np.float64) + 0.5 - k[0, 2]) * z / k[0, 0]

@@ -321,15 +321,3 @@ def part_name_problem(names) -> str | None:
             odd = sorted(set(name) - _NAME_CHARACTERS)[:5]
             return f"part_names[{i}] holds characters other than letters, digits and _-. (): {odd!r}"
     return None
-
-
-def points_from_depth(depth: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
-    """Camera-frame XYZ [H,W,3] for each pixel centre (u + 0.5, v + 0.5) of a Z-depth map."""
-    h, w = depth.shape
-    fx, fy, cx, cy = intrinsics[0, 0], intrinsics[1, 1], intrinsics[0, 2], intrinsics[1, 2]
-    u = np.arange(w, dtype=np.float32) + 0.5
-    v = np.arange(h, dtype=np.float32) + 0.5
-    z = depth.astype(np.float32)
-    x = (u[None, :] - cx) * z / fx
-    y = (v[:, None] - cy) * z / fy
-    return np.stack([x, y, z], axis=-1)

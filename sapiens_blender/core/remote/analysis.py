@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .client import V2Client
+from ..maps import contract
 from ..errors import ProtocolError, RequestCancelled, SapiensServerError
 from ..maps.canonical import Maps, MapsError
 
@@ -43,13 +44,26 @@ def analyze_photo(
     timeout: float | None = None,
     cancel_grace: float = 5.0,
 ) -> Maps:
-    """Analyse one photo with ``model`` and return validated :class:`Maps`.
+    """Analyse one photo with ``model`` and return validated :class:`Maps` (no body: see
+    ``body_calls.analyze`` for the analysis with the body fit in the same request).
 
     ``progress`` is called from a poller thread (keep it cheap and thread-safe). Setting
     ``cancel_event`` cancels the request on the server and raises RequestCancelled; when the
     server has not answered ``cancel_grace`` seconds later (it lacks our cancel endpoint, or its
     backend checks rarely) the request is abandoned client-side.
     """
+    return analyze_photo_and_body(client, photo, model, tasks, max_side, flip_test, progress, cancel_event,
+                                  request_id, poll_interval, timeout, cancel_grace)[0]
+
+
+def analyze_photo_and_body(client: V2Client, photo, model: str, tasks=None, max_side=None, flip_test=None,
+                           progress: ProgressCallback | None = None, cancel_event=None, request_id=None,
+                           poll_interval: float = 0.25, timeout: float | None = None, cancel_grace: float = 5.0,
+                           body_fit: bool = False) -> tuple[Maps, dict | None]:
+    """:func:`analyze_photo`; with ``body_fit`` the server also fits the body to the maps it made,
+    in the same request (parameter ``body_fit``): ``(maps, the fit's arrays)``, the arrays None
+    when the server sent none (nobody in the photo, or a server that does not know the
+    parameter: it ignores it)."""
     data = _photo_bytes(photo)
     parameters: dict = {}
     if tasks is not None:
@@ -58,12 +72,15 @@ def analyze_photo(
         parameters["max_side"] = int(max_side)
     if flip_test is not None:
         parameters["flip_test"] = bool(flip_test)
+    if body_fit:
+        parameters["body_fit"] = True
     outputs = _infer_watched(client, model, {"image": data}, parameters or None, progress, cancel_event,
                              request_id, poll_interval, timeout, cancel_grace, "analysis")
+    fit = {k: outputs.pop(k) for k in list(outputs) if k in FIT_OUTPUTS}
     maps = maps_from_outputs(outputs)
     if progress is not None:
-        progress("done", 1.0, "maps received")
-    return maps
+        progress("done", 1.0, "body fitted" if fit else "maps received")
+    return maps, (decode_outputs(fit) if fit else None)
 
 
 def _infer_watched(client, model, inputs, parameters, progress, cancel_event, request_id=None,
@@ -94,6 +111,8 @@ def _infer_watched(client, model, inputs, parameters, progress, cancel_event, re
 
 FIT_MODEL = "body_fit"
 TEMPLATE_MODEL = "body_template"
+# The arrays of a fit (docs/body_format.md), as an analysis asked for a body sends them with the maps.
+FIT_OUTPUTS = frozenset(contract.FIT)
 
 
 def fit_body(client: V2Client, maps: Maps, people: list[int] | None = None,
@@ -114,7 +133,7 @@ def fit_body(client: V2Client, maps: Maps, people: list[int] | None = None,
     parameters = {"people": ",".join(str(p) for p in people)} if people else None
     outputs = _infer_watched(client, FIT_MODEL, inputs, parameters, progress, cancel_event,
                              timeout=timeout, what="body fit")
-    out = _texts_to_str(outputs)
+    out = decode_outputs(outputs)
     if progress is not None:
         progress("done", 1.0, "body fitted")
     return out
@@ -141,43 +160,33 @@ def body_motion(client: V2Client, *, phenotypes, reference_bone_matrices, refere
               "smoothing": np.asarray([smoothing.encode()], object)}
     outputs = _infer_watched(client, MOTION_MODEL, inputs, None, progress, cancel_event,
                              timeout=timeout, what="body motion")
-    return _texts_to_str(outputs)
+    return decode_outputs(outputs)
 
 
 def body_template(client: V2Client, timeout: float | None = None) -> dict[str, np.ndarray]:
     """The constant body data (faces, UVs, bones, weights, parts) of docs/body_format.md."""
     outputs = client.infer(TEMPLATE_MODEL, {"version": np.asarray([b"?"], object)}, timeout=timeout)
-    return _texts_to_str(outputs)
+    return decode_outputs(outputs)
 
 
-def _texts_to_str(outputs: dict) -> dict[str, np.ndarray]:
+def decode_outputs(outputs: dict) -> dict[str, np.ndarray]:
+    """The one decoding of the server's tensors: text (BYTES) as str arrays, the contract's
+    one-value tensors (``source``, ``metric``, ``body_version``) as numpy scalars."""
     out = {}
     for key, value in outputs.items():
         arr = np.asarray(value)
         if arr.dtype == object:
             arr = np.asarray([_text(v) for v in arr.reshape(-1)], np.str_).reshape(arr.shape)
-            if key == "body_version":
-                arr = np.asarray(arr.reshape(-1)[0])
+        if key in contract.SCALARS and arr.size:
+            arr = np.asarray(arr.reshape(-1)[0])
         out[key] = arr
     return out
 
 
 def maps_from_outputs(outputs: dict[str, np.ndarray]) -> Maps:
     """The server's canonical output tensors (BYTES/BOOL as sent) -> validated Maps."""
-    arrays = dict(outputs)
-    if "part_names" in arrays:
-        arrays["part_names"] = np.asarray([_text(v) for v in np.asarray(arrays["part_names"]).reshape(-1)])
-    if "source" in arrays:
-        arrays["source"] = np.asarray(_text(np.asarray(arrays["source"]).reshape(-1)[0]))
-    if "metric" in arrays:
-        arrays["metric"] = np.asarray(bool(np.asarray(arrays["metric"]).reshape(-1)[0]))
-    # Optional diagnostics land in Maps.extras: text as a unicode array (saves without pickles).
-    if "notes" in arrays:
-        arrays["notes"] = np.asarray([_text(v) for v in np.asarray(arrays["notes"]).reshape(-1)], np.str_)
-    if "normal_agreement_deg" in arrays:
-        arrays["normal_agreement_deg"] = np.asarray(arrays["normal_agreement_deg"], np.float32).reshape(-1)
     try:
-        return Maps.from_arrays(arrays)
+        return Maps.from_arrays(decode_outputs(outputs))
     except (MapsError, IndexError) as exc:
         raise ProtocolError(f"the server sent invalid maps: {exc}") from exc
 

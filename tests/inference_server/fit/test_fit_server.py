@@ -66,6 +66,16 @@ def test_bad_maps_are_a_clear_400(client, body_model_scene):
     with pytest.raises(SapiensServerError) as err:
         fit_body(client, long)
     assert "part_names" in str(err.value) and "64 characters" in str(err.value)
+    # The contract checked once on the way in: a tensor of the wrong datatype, or NaN intrinsics.
+    good = {"mask": maps.mask, "parts": body_model_scene.maps.parts, "keypoints": body_model_scene.maps.keypoints,
+            "part_names": np.asarray([n.encode() for n in body_model_scene.maps.part_names], object),
+            "intrinsics": np.asarray(body_model_scene.maps.intrinsics, np.float32)}
+    with pytest.raises(SapiensServerError) as err:
+        client.infer("body_fit", {**good, "depth": np.zeros(maps.mask.shape, np.float64)})
+    assert err.value.status == 400 and "'depth' must be FP32, got float64" in str(err.value)
+    with pytest.raises(SapiensServerError) as err:
+        client.infer("body_fit", {**good, "intrinsics": np.full((3, 3), np.nan, np.float32)})
+    assert err.value.status == 400 and "'intrinsics' holds NaN" in str(err.value)
 
 
 def test_fit_device_choice(monkeypatch):
@@ -74,8 +84,8 @@ def test_fit_device_choice(monkeypatch):
     import torch
 
     from inference_server.dataplane.base import BackendError
-    from inference_server.backends.settings import SapiensSettings
     from inference_server.fit.serving import fit_device
+    from inference_server.fit.settings import FitServerSettings
 
     assert fit_device("auto") == fit_device(" CPU ") == "cpu"
     with pytest.raises(BackendError, match="cpu or cuda"):
@@ -83,19 +93,39 @@ def test_fit_device_choice(monkeypatch):
     if not torch.cuda.is_available():
         with pytest.raises(BackendError, match="no CUDA GPU"):
             fit_device("cuda:0")
-    assert SapiensSettings.from_env({"SAPIENS_FIT_DEVICE": "CUDA"}).fit_device == "cuda"
-    assert SapiensSettings.from_env({}).fit_device == "auto"
+    assert FitServerSettings.from_env({"SAPIENS_FIT_DEVICE": "CUDA"}).device == "cuda"
+    assert FitServerSettings.from_env({}).device == "auto"
 
 
-def test_fit_compile_setting():
+def test_fit_compile_setting(monkeypatch):
     """Off by default (compiling costs minutes once: for batches); the flag and its variable
-    turn it on, and the fit backend hands it to the fit's settings."""
-    from inference_server.__main__ import _model_settings, parse_args
-    from inference_server.backends.settings import SapiensSettings
+    turn it on, and the fit backend hands it to the fit's settings. The fit's settings are its
+    own: the Sapiens backends' settings know nothing of them."""
+    from inference_server.__main__ import _fit_settings, _model_settings, parse_args
     from inference_server.fit.serving import BodyFitBackend
+    from inference_server.fit.settings import FitServerSettings
 
-    assert SapiensSettings.from_env({}).fit_compile is False
-    assert SapiensSettings.from_env({"SAPIENS_FIT_COMPILE": "1"}).fit_compile is True
-    assert _model_settings(parse_args(["--fit-compile"])).fit_compile is True
-    assert BodyFitBackend(_model_settings(parse_args([]))).fit_settings().compile is False
-    assert BodyFitBackend(SapiensSettings(fit_compile=True)).fit_settings().compile is True
+    monkeypatch.delenv("SAPIENS_FIT_COMPILE", raising=False)
+    monkeypatch.setenv("SAPIENS_FIT_DEVICE", "cpu")
+    assert FitServerSettings.from_env({}).compile is False
+    assert FitServerSettings.from_env({"SAPIENS_FIT_COMPILE": "1"}).compile is True
+    assert _fit_settings(parse_args(["--fit-compile"])).compile is True
+    assert _fit_settings(parse_args(["--fit-device", "cuda:1"])).device == "cuda:1"
+    assert _fit_settings(parse_args([])) == FitServerSettings(device="cpu", compile=False)
+    assert not hasattr(_model_settings(parse_args([])), "fit_compile")
+    assert BodyFitBackend(_fit_settings(parse_args([]))).fit_settings().compile is False
+    assert BodyFitBackend(FitServerSettings(compile=True)).fit_settings().compile is True
+    assert BodyFitBackend().fit_settings().compile is False
+
+
+def test_models_are_served_by_their_type():
+    """The fit models are tensor models (no photo method to refuse), the backends photo models."""
+    from inference_server.dataplane import base
+    from inference_server.dataplane.models import ModelSlot
+    from inference_server.fit.serving import BodyFitBackend, BodyMotionBackend, BodyTemplateBackend
+
+    for cls in (BodyFitBackend, BodyMotionBackend, BodyTemplateBackend):
+        assert issubclass(cls, base.TensorModel) and not hasattr(cls, "analyze")
+    base.register("body_fit (type test)", BodyFitBackend)
+    slot = ModelSlot("body_fit (type test)")
+    assert slot.tensor_model and not slot.batching

@@ -80,13 +80,14 @@ def test_texture_fades_what_the_camera_sees_edge_on_into_the_fill(body_scene, mo
     facing the camera keep the photo's colour exactly."""
     import copy
 
-    from sapiens_blender.core.maps.canonical import points_from_depth
+    from sapiens_blender.core.geometry.surface import unproject
 
     scene = body_scene("standing")
     t, f = scene.template, scene.fit
     maps = copy.deepcopy(scene.maps)
     person = maps.mask == 1
-    points = points_from_depth(maps.depth, maps.intrinsics)
+    h, w = maps.depth.shape
+    points = unproject(np.arange(h)[:, None], np.arange(w)[None, :], maps.depth, maps.intrinsics)
     view = -points / np.linalg.norm(points, axis=-1, keepdims=True)
     cosine = np.einsum("hwc,hwc->hw", np.nan_to_num(maps.normal), np.nan_to_num(view))
     edge_on = person & (cosine < 0.15)

@@ -149,3 +149,15 @@ def test_a_person_too_thin_for_triangles_is_a_clear_error():
     mask[5:15, 10] = 1  # a one-pixel-wide line: no 2x2 block
     with pytest.raises(GeometryError, match="no surface left"):
         surface.build_surface_mesh(make_maps(np.full((20, 20), 2.0), mask), 1)
+
+
+def test_unproject_takes_a_point_list_or_a_whole_depth_map():
+    """One depth -> 3D for both: pixel centres (u + 0.5, v + 0.5), the same numbers either way."""
+    k = np.array([[100, 0, 2.0], [0, 100, 1.0], [0, 0, 1]], np.float32)
+    depth = np.arange(8, dtype=np.float32).reshape(2, 4) + 1.0
+    grid = surface.unproject(np.arange(2)[:, None], np.arange(4)[None, :], depth, k)
+    assert grid.shape == (2, 4, 3)
+    # pixel (row 0, col 1) has centre u=1.5, v=0.5
+    np.testing.assert_allclose(grid[0, 1], [(1.5 - 2) * 2 / 100, (0.5 - 1) * 2 / 100, 2.0])
+    rows, cols = np.nonzero(depth > 0)
+    np.testing.assert_array_equal(surface.unproject(rows, cols, depth[rows, cols], k), grid.reshape(-1, 3))

@@ -8,7 +8,7 @@ from maps_samples import make_maps
 from repo_paths import REPO
 
 from sapiens_blender.core.maps import goliath
-from sapiens_blender.core.maps.canonical import Maps, MapsError, points_from_depth
+from sapiens_blender.core.maps.canonical import Maps, MapsError
 
 
 def test_roundtrip(tmp_path):
@@ -52,13 +52,6 @@ def test_corrupt_file_is_a_clear_error(tmp_path):
     bad.write_bytes(b"not a zip")
     with pytest.raises(MapsError, match="not a readable maps"):
         Maps.load(bad)
-
-
-def test_points_from_depth_uses_pixel_centres():
-    k = np.array([[100, 0, 2.0], [0, 100, 1.0], [0, 0, 1]], np.float32)
-    pts = points_from_depth(np.full((2, 4), 3.0, np.float32), k)
-    # pixel (row 0, col 1) has centre u=1.5, v=0.5
-    np.testing.assert_allclose(pts[0, 1], [(1.5 - 2) * 3 / 100, (0.5 - 1) * 3 / 100, 3.0])
 
 
 def test_server_copy_of_goliath_data_matches():
