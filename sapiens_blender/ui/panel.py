@@ -110,6 +110,7 @@ def draw_build(layout, context) -> None:
     body_missing = props.shape == "BODY" and not body_fit_available()
     if props.shape == "BODY":
         settings.prop(props, "body")
+        settings.prop(props, "expressions")
         if body_missing:
             settings.label(text="Needs the body fit, which this version does not have yet", icon="ERROR")
     settings.prop(props, "skinning")

@@ -93,6 +93,8 @@ def test_save_joints_in_relief_mode_and_usage_errors(maps_files):
     assert bad.returncode == 2 and "choose one" in bad.stderr
     bad = run_cli("build", "--maps", bare, "--rig-names", "unreal", "-o", tmp / "x.glb")
     assert bad.returncode == 2 and "add --body" in bad.stderr
+    bad = run_cli("build", "--maps", bare, "--no-expressions", "-o", tmp / "x.glb")
+    assert bad.returncode == 2 and "add --body" in bad.stderr and "face" in bad.stderr
     # Maps without a fit need the server: an unreachable one gives a clear error, nothing written.
     bad = run_cli("build", "--maps", bare, "--body", "minimal", "--server", "http://127.0.0.1:9", "--token", "x",
                   "-o", tmp / "nofit.glb")
