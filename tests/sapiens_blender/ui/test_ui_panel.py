@@ -307,11 +307,14 @@ def test_build_settings_reach_the_build_and_body_waits_for_the_fit(ui):
     drawn = [i[1] for i in d["build"].walk() if i[0] == "prop"]
     assert {"stride", "shape", "skinning"} <= set(drawn) and "body" not in drawn
     props.stride, props.shape, props.skinning = 3, "CLOSED", "parts"
-    assert properties.build_settings(scene) == {"stride": 3, "closed": True, "body": "none", "skinning": "parts"}
-    props.shape, props.body = "BODY", "minimal"
+    assert properties.build_settings(scene) == {"stride": 3, "closed": True, "body": "none", "skinning": "parts",
+                                                "expressions": True}
+    props.shape, props.body, props.expressions = "BODY", "minimal", False
     assert properties.build_settings(scene)["body"] == "minimal"
+    assert properties.build_settings(scene)["expressions"] is False
+    props.expressions = True
     d = draw_all(panel)
-    assert "body" in [i[1] for i in d["build"].walk() if i[0] == "prop"]
+    assert {"body", "expressions"} <= set(i[1] for i in d["build"].walk() if i[0] == "prop")
     if not panel.body_fit_available():  # until the body fit exists: said, and nothing to click
         assert "Needs the body fit" in d["build"].labels()
         assert set(d["build"].buttons().values()) == {False}
