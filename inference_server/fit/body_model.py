@@ -22,8 +22,9 @@ import numpy as np
 import torch
 
 from .body_state import RestState, Skeleton, VertexSample
-from .expressions import template_arrays as expression_arrays
+from . import face_landmarks
 from .correspondences import JOINT_NAMES, JOINT_SOURCES, part_of_bone, part_names
+from .expressions import load_basis as load_expressions, template_arrays as expression_arrays
 from .kinematics import Chain
 from .phenotype_basis import PhenotypeBasis
 from .procrustes import special_procrustes
@@ -333,6 +334,7 @@ class BodyModel:
             "phenotype_names": np.array(PHENOTYPE_NAMES),
             "joint_names": np.array(JOINT_NAMES),
             **expression_arrays(),
+            **face_landmarks.template_arrays(m, load_expressions()),
         }
 
     def template(self) -> dict[str, np.ndarray]:

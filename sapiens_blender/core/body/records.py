@@ -96,6 +96,8 @@ class BodyTemplate(_ArrayRecord):
     expression_names: tuple[str, ...] = ()
     expression_vertices: np.ndarray | None = None  # int32 [N]
     expression_deltas: np.ndarray | None = None  # float32 [E,N,3], model frame, metres at weight 1
+    face_landmark_names: tuple[str, ...] = ()  # Goliath face keypoints the expression fit reads
+    face_landmark_vertices: np.ndarray | None = None  # int32 [L]: the vertex of each
 
     @property
     def num_vertices(self) -> int:
