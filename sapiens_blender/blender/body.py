@@ -182,7 +182,8 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     """
     from ..core.body import dressing as body_dressing, surface as body_surface
     from ..core.build.report import BodyReport, fit_warnings
-    from ..core.body.expressions import has_expressions, person_values
+    from ..core.body.expression_fit import photo_expression
+    from ..core.body.expressions import has_expressions
     from ..core.body.rig_names import retarget_rig
     from . import materials
     from .expressions import add_expression_keys
@@ -208,8 +209,10 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     obj = build_body_mesh(rest, faces, template.uv, template.face_uv, label, collection)
     obj[BODY_MODE] = mode
     if expressions and has_expressions(template):
-        add_expression_keys(obj, template, rest, person_values(template, fit, i))
+        values, source = photo_expression(template, fit, i, maps, person_id)
+        add_expression_keys(obj, template, rest, values)
         report.expressions = len(template.expression_names)
+        report.expression_source = source
     arm = build_body_armature(names, parents, fit.rest_bone_matrices[i], fit.rest_bone_tails[i],
                               f"{label} armature", collection)
     arm["sapiens_rig_names"] = rig_names

@@ -223,8 +223,8 @@ class BodyFit(_ArrayRecord):
         arr("vertices", np.float32, (n_verts, 3))
         j = arr("joints", np.float32, (None, 3))
         arr("joints_estimated", bool, (j.shape[1],))
-        if self.expressions is None:
-            self.expressions = np.zeros((p, len(template.expression_names) if template else 0), np.float32)
+        if self.expressions is None:  # [P,0]: no values (the build fits them to the photo)
+            self.expressions = np.zeros((p, 0), np.float32)
         arr("expressions", np.float32, (None,))
         self.reports = tuple(str(r) for r in _str_array(self.reports).reshape(-1))
         _check(len(self.reports) == p, f"body fit: {len(self.reports)} reports for {p} people")

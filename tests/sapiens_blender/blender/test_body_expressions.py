@@ -99,3 +99,23 @@ def test_no_expressions_gives_the_lean_body(expressed, tmp_path):
     assert obj.data.shape_keys is None and expression_values(obj) == {}
     glb = Glb(api.export(tmp_path / "lean.glb", result))
     assert all("targets" not in p for m in glb.json["meshes"] for p in m["primitives"])
+
+
+def test_the_photo_expression_is_fitted_from_its_face_keypoints(body_scene, tmp_path):
+    """A fit without expression values: the build fits them to the maps' face keypoints (here
+    the ground truth's, exact: this photo's face is ~25 px high)."""
+    import face_cases
+
+    scene = body_scene("standing")
+    truth = face_cases.values_of(scene.template, {"jawOpen": 0.8, "mouthSmileRight": 0.6})
+    maps = Maps.load(scene.maps.save(tmp_path / "face.npz"))
+    kp = face_cases.keypoints(scene.template, scene.fit, 0, truth, np.random.default_rng(0), noise=0.0,
+                              intrinsics=np.asarray(maps.intrinsics, np.float64))
+    rows = kp[:, 2] > 0
+    maps.keypoints[0, rows] = kp[rows]
+    api.new_scene()
+    result = api.build_from_maps(maps, name="photo", body="minimal")
+    got = expression_values(result.people[0].body_mesh)
+    assert got["jawOpen"] == pytest.approx(0.8, abs=0.1) and got["mouthSmileRight"] == pytest.approx(0.6, abs=0.15)
+    assert got["tongueOut"] == 0.0
+    assert result.people[0].report.body.expression_source == "fitted to the photo's face keypoints"
