@@ -88,6 +88,8 @@ def build_animation(animation: Animation, name: str = "clip", *, background: str
                 arm["sapiens_track"] = int(track.id)
                 arm["sapiens_animation_source"] = track.source
                 bake_body_track(arm, track.body, keys, label)
+                if body_mesh.data.shape_keys is not None:
+                    _key_face(track, body_mesh, keys, animation, f"{label} face", notes)
                 armatures.append(arm)
                 meshes.append(body_mesh)
                 continue
@@ -148,6 +150,21 @@ def _fitted_body(track: TrackAnimation, name: str, collection, mode: str, rig_na
         label=f"Sapiens {name} body", collection=collection, expressions=expressions)
     arm["sapiens_body_fit"] = json.dumps(report.fit) if report.fit else "{}"
     return arm, body_mesh
+
+
+def _key_face(track: TrackAnimation, body_mesh, keys: np.ndarray, animation: Animation, action_name: str,
+              notes: list) -> None:
+    """The track's expressions, fitted per frame and smoothed (core/motion/face.py), keyed on the
+    body's shape keys; without face keypoints the photo's expression is kept (a note says so)."""
+    from ..core.motion.face import track_expressions
+    from .expressions import key_expressions
+
+    values = track_expressions(track, animation.intrinsics, track.body.expression_lag)
+    if values is None:
+        notes.append(f"track {track.id}: no face keypoints per frame; the face keeps the fitted frame's expression")
+        return
+    key_expressions(body_mesh, track.body.template.expression_names, keys, values, action_name)
+    body_mesh["sapiens_face_frames"] = int(np.count_nonzero(track.keypoints[..., 2].max(axis=1) > 0))
 
 
 def bake_body_track(arm: bpy.types.Object, body, keys: np.ndarray, action_name: str):

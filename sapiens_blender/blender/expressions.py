@@ -51,3 +51,25 @@ def expression_values(obj: bpy.types.Object) -> dict[str, float]:
     if keys is None:
         return {}
     return {kb.name: float(kb.value) for kb in keys.key_blocks if kb.name != BASIS}
+
+
+def key_expressions(obj: bpy.types.Object, names, keys: np.ndarray, values: np.ndarray, action_name: str):
+    """One action on the mesh's shape keys: every expression's value keyed on the frames ``keys``
+    [T] (``values`` [T,E]); glTF writes it as a ``weights`` channel, FBX as blend-shape curves."""
+    shape_keys = obj.data.shape_keys
+    action = bpy.data.actions.new(action_name)
+    action.use_fake_user = True
+    shape_keys.animation_data_create()
+    shape_keys.animation_data.action = action
+    n = len(keys)
+    co = np.empty(2 * n, np.float32)
+    co[0::2] = keys
+    linear = np.full(n, bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value, np.int32)
+    for k, name in enumerate(names):  # one curve per key (52), its points in bulk
+        fc = action.fcurve_ensure_for_datablock(shape_keys, f'key_blocks["{name}"].value', group_name="Expressions")
+        fc.keyframe_points.add(n)
+        co[1::2] = values[:, k]
+        fc.keyframe_points.foreach_set("co", co)
+        fc.keyframe_points.foreach_set("interpolation", linear)
+        fc.update()
+    return action

@@ -85,3 +85,20 @@ def talking(template, frames: int = 40) -> np.ndarray:
         out[blink[0]:blink[1], names.index("eyeBlinkLeft")] = 1.0
         out[blink[0]:blink[1], names.index("eyeBlinkRight")] = 1.0
     return out
+
+
+def talking_track(scene, seed: int = 0, lag: int | None = 2):
+    """(a track-like object with a fitted body held still and per-frame keypoints of the talking
+    face, its truth [T,E]) for core/motion/face.track_expressions."""
+    from types import SimpleNamespace
+
+    from sapiens_blender.core.motion.body_drive import BodyMotion, TrackBody
+
+    t, f = scene.template, scene.fit
+    truth = talking(t)
+    rng = np.random.default_rng(seed)
+    kp = np.stack([keypoints(t, f, 0, v, rng) for v in truth])
+    bones = np.repeat(f.bone_matrices[:1], len(truth), axis=0)
+    motion = BodyMotion(bones, np.zeros((len(truth), len(t.joint_names), 3)), np.zeros(len(truth)))
+    body = TrackBody(t, f, int(f.person_ids[0]), 0, motion, lag)
+    return SimpleNamespace(id=1, body=body, keypoints=kp), truth

@@ -152,6 +152,18 @@ def fit_expression(rig: FaceRig, keypoints: np.ndarray, n_expressions: int, ridg
     return out
 
 
+def weight_noise(rig: FaceRig, noise: float = 0.01, ridge: float = RIDGE) -> np.ndarray:
+    """[D] the std of each driven weight the fit gives for landmark noise of ``noise`` face
+    heights (the ridge estimator's covariance, every landmark seen): how much a clip's smoother
+    may trust each key (the jaw ~0.02, a lid's widening ~0.1)."""
+    size = np.linalg.norm(rig.neutral[rig.names.index("center_of_nose_root")]
+                          - rig.neutral[rig.names.index("tip_of_chin")])
+    j = (rig.jacobian / size).reshape(-1, rig.jacobian.shape[2])
+    jtj = j.T @ j
+    inv = np.linalg.inv(jtj + ridge * np.eye(len(jtj)))
+    return noise * np.sqrt(np.diag(inv @ jtj @ inv))
+
+
 def person_expression(template, fit, index: int, keypoints, intrinsics) -> np.ndarray | None:
     """The expression of person ``index`` of a body fit, from that person's keypoints [308,3]."""
     rig = face_rig(template, fit.rest_vertices[index], fit.rest_bone_matrices[index], fit.bone_matrices[index],

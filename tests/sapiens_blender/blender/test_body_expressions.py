@@ -119,3 +119,45 @@ def test_the_photo_expression_is_fitted_from_its_face_keypoints(body_scene, tmp_
     assert got["jawOpen"] == pytest.approx(0.8, abs=0.1) and got["mouthSmileRight"] == pytest.approx(0.6, abs=0.15)
     assert got["tongueOut"] == 0.0
     assert result.people[0].report.body.expression_source == "fitted to the photo's face keypoints"
+
+
+def test_a_clip_keys_the_expressions_and_exports_weights_channels(body_scene, tmp_path):
+    """The talking ground truth keyed on a built body: per-frame values on the shape keys, a glTF
+    ``weights`` channel with a key per frame (valid glTF), FBX blend-shape curves."""
+    from sapiens_blender.blender.expressions import key_expressions
+    from sapiens_blender.core.motion.face import track_expressions
+
+    import face_cases
+
+    scene = body_scene("standing")
+    track, truth = face_cases.talking_track(scene)
+    values = track_expressions(track, face_cases.INTRINSICS)
+    api.new_scene()
+    result = api.build_from_maps(scene.maps, name="talk", body="minimal")
+    obj = result.people[0].body_mesh
+    keys = 1.0 + np.arange(len(values))
+    key_expressions(obj, scene.template.expression_names, keys, values, "talk face")
+    jaw = scene.template.expression_names.index("jawOpen")
+    bpy.context.scene.frame_set(4)  # truth: the jaw opened (frame index 3)
+    assert obj.data.shape_keys.key_blocks["jawOpen"].value == pytest.approx(float(values[3, jaw]), abs=1e-5)
+    assert values[3, jaw] > 0.4
+    bpy.context.scene.frame_start, bpy.context.scene.frame_end = 1, len(values)
+    path = api.export(tmp_path / "talk.glb", result)
+    from sapiens_blender.blender.export import export as export_file
+
+    export_file(tmp_path / "talk_anim.glb", result.objects, animation=True)
+    report = validate_gltf(tmp_path / "talk_anim.glb")
+    assert report["issues"]["numErrors"] == 0, report["issues"]["messages"][:5]
+    glb = Glb(tmp_path / "talk_anim.glb")
+    channels = [c for a in glb.json["animations"] for c in a["channels"] if c["target"]["path"] == "weights"]
+    assert len(channels) == 1
+    sampler = next(a["samplers"][channels[0]["sampler"]] for a in glb.json["animations"] if channels[0] in a["channels"])
+    weights = glb.accessor(sampler["output"]).reshape(len(values), 52)
+    np.testing.assert_allclose(weights, values, atol=1e-5)
+    assert Glb(path).json.get("animations") is None  # a still export has none
+    export_file(tmp_path / "talk.fbx", result.objects, animation=True)
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    bpy.ops.import_scene.fbx(filepath=str(tmp_path / "talk.fbx"))
+    imported = next(o for o in bpy.context.scene.objects if o.type == "MESH")
+    action = imported.data.shape_keys.animation_data.action
+    assert action is not None
