@@ -87,7 +87,8 @@ def main() -> None:
         rig = expression_fit.face_rig(t, f.rest_vertices[0], f.rest_bone_matrices[0], f.bone_matrices[0],
                                       f.placement[0], k)
         for seed in range(5):
-            got = expression_fit.fit_expression(rig, face_cases.keypoints(t, f, 0, v, np.random.default_rng(seed)), 52)
+            kp = face_cases.keypoints(t, f, 0, v, np.random.default_rng(seed))
+            got = expression_fit.fit_expression(rig, kp, 52)
             errors.append(np.abs(got[driven] - v[driven]))
     print(f"accuracy: photo MAE on the {len(driven)} driven keys {np.mean(errors):.3f} "
           f"({len(face_cases.CASES)} expressions x 5 noise draws; target <= 0.1)")

@@ -151,7 +151,8 @@ def test_a_clip_keys_the_expressions_and_exports_weights_channels(body_scene, tm
     glb = Glb(tmp_path / "talk_anim.glb")
     channels = [c for a in glb.json["animations"] for c in a["channels"] if c["target"]["path"] == "weights"]
     assert len(channels) == 1
-    sampler = next(a["samplers"][channels[0]["sampler"]] for a in glb.json["animations"] if channels[0] in a["channels"])
+    sampler = next(a["samplers"][channels[0]["sampler"]] for a in glb.json["animations"]
+                   if channels[0] in a["channels"])
     weights = glb.accessor(sampler["output"]).reshape(len(values), 52)
     np.testing.assert_allclose(weights, values, atol=1e-5)
     assert Glb(path).json.get("animations") is None  # a still export has none
