@@ -338,3 +338,29 @@ def test_a_model_that_needs_torch_offers_the_environment_set_up(ui):
         assert "sapiens.setup_environment" not in draw_all(panel)["main"].buttons()
     finally:
         prefs.python_path, prefs.model_family = "", "auto"
+
+
+def test_the_active_body_shows_its_expression(ui):
+    panel, _, _ = ui
+    from sapiens_blender.blender.expressions import EXPRESSIONS_PROP
+
+    me = bpy.data.meshes.new("face")
+    me.from_pydata([(0, 0, 0), (1, 0, 0), (0, 1, 0)], [], [(0, 1, 2)])
+    obj = bpy.data.objects.new("face", me)
+    obj.shape_key_add(name="Basis")
+    for name, value in (("jawOpen", 0.7), ("mouthSmileLeft", 0.3), ("tongueOut", 0.0)):
+        obj.shape_key_add(name=name).value = value
+    layout = Layout()
+    panel.draw_face(layout, obj)
+    assert layout.items == [], "a mesh that is not a fitted body shows nothing"
+    me[EXPRESSIONS_PROP] = 3
+    panel.draw_face(layout, obj)
+    shown = [i[2] for i in layout.walk() if i[0] == "prop"]
+    assert shown == ["jawOpen", "mouthSmileLeft"] and "Face Expression" in layout.labels()
+    for kb in me.shape_keys.key_blocks:
+        kb.value = 0.0
+    neutral = Layout()
+    panel.draw_face(neutral, obj)
+    assert "Neutral (3 ARKit keys)" in neutral.labels()
+    bpy.data.objects.remove(obj)
+    bpy.data.meshes.remove(me)
