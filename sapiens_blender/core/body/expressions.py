@@ -77,12 +77,3 @@ def key_positions(template, rest_vertices: np.ndarray) -> np.ndarray:
     out = np.broadcast_to(rest, (len(template.expression_names),) + rest.shape).copy()
     out[:, template.expression_vertices] += template.expression_deltas
     return out
-
-
-def person_values(template, fit, index: int) -> np.ndarray:
-    """float32 [E]: the fit's expression weights of one person in the template's order (zeros
-    where the fit has none), clipped to ARKit's 0..1."""
-    values = np.zeros(len(template.expression_names), np.float32)
-    if fit.expressions is not None and fit.expressions.shape[1] == len(values):
-        values[:] = np.clip(fit.expressions[index], 0.0, 1.0)
-    return values

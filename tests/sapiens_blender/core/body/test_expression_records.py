@@ -12,6 +12,7 @@ pytest.importorskip("embreex", reason="embreex is needed to ray-cast body scenes
 
 from sapiens_blender.core.body import expressions as body_expressions  # noqa: E402
 from sapiens_blender.core.body import records as body_records  # noqa: E402
+from sapiens_blender.core.body.expression_fit import photo_expression  # noqa: E402
 from sapiens_blender.core.body.records import BodyError, BodyFit, BodyTemplate  # noqa: E402
 from sapiens_blender.core.maps.canonical import Maps  # noqa: E402
 
@@ -46,7 +47,8 @@ def test_expressions_round_trip_and_older_files_load_without_them(body_scene, tm
     assert np.array_equal(template.expression_vertices, scene.template.expression_vertices)
     assert np.array_equal(template.expression_deltas, scene.template.expression_deltas)
     assert np.array_equal(back.expressions, values)
-    assert body_expressions.person_values(template, back, 0)[24] == pytest.approx(0.7)
+    values, source = photo_expression(template, back, 0, maps, 1)
+    assert values[24] == pytest.approx(0.7) and source == "the fit's expression values"
     # A template and a fit from before the expressions: no keys, zero values, no error.
     old_t = {k: v for k, v in scene.template.to_arrays().items() if not k.startswith("expression")}
     old = BodyTemplate.from_arrays(old_t)
@@ -65,6 +67,10 @@ def test_malformed_expressions_are_refused(body_scene):
         BodyTemplate.from_arrays(dict(t, expression_vertices=t["expression_vertices"] + 20000))
     with pytest.raises(BodyError, match="finite offsets"):
         BodyTemplate.from_arrays(dict(t, expression_deltas=t["expression_deltas"] * 100))
+    with pytest.raises(BodyError, match="one vertex per face_landmark_names"):
+        BodyTemplate.from_arrays(dict(t, face_landmark_vertices=t["face_landmark_vertices"][:-1]))
+    with pytest.raises(BodyError, match="one vertex per face_landmark_names"):
+        BodyTemplate.from_arrays(dict(t, face_landmark_vertices=t["face_landmark_vertices"] + 20000))
     with pytest.raises(BodyError, match="without expression_vertices"):
         BodyTemplate.from_arrays({k: v for k, v in t.items() if k != "expression_deltas"})
     with pytest.raises(BodyError, match="expression values"):
