@@ -49,3 +49,33 @@ def test_offsets_are_anny_forward_for_any_shape_and_pose():
     want = np.zeros_like(rest_delta)
     want[basis.vertices] = np.tensordot(values[0].numpy(), basis.deltas.astype(np.float64), 1)
     assert np.abs(rest_delta - want).max() < 1e-6
+
+
+def test_face_landmarks_are_the_backends_points_on_anny_face(body):
+    """Every Goliath face point the offline backend fills has a vertex; sides, midline and the
+    face's vertical order hold on the neutral template (model frame: x the person's left, z up)."""
+    from inference_server.backends.mediapipe_landmarks import FACE_SHARED, FACE_TO_GOLIATH
+
+    t = body.template()
+    names = [str(n) for n in t["face_landmark_names"]]
+    assert set(names) == set(FACE_TO_GOLIATH.values()) | set(FACE_SHARED)
+    rest = body.anny.template_vertices.detach().cpu().double().numpy()
+    at = {n: rest[v] for n, v in zip(names, t["face_landmark_vertices"])}
+    for n, p in at.items():
+        if n.startswith(("l_", "end_of_l", "upper_startpoint_of_l", "lower_startpoint_of_l")):
+            assert p[0] > 0.005, n
+        elif n.startswith(("r_", "end_of_r", "upper_startpoint_of_r", "lower_startpoint_of_r")):
+            assert p[0] < -0.005, n
+        elif n.startswith(("center_", "tip_", "bottom_")):
+            assert abs(p[0]) < 0.003, n
+    z = {n: p[2] for n, p in at.items()}
+    assert z["tip_of_chin"] < z["center_of_lower_outer_lip"] < z["center_of_lower_inner_lip"] \
+        <= z["center_of_upper_inner_lip"] < z["center_of_cupid_bow"] < z["bottom_center_of_nose"] \
+        < z["tip_of_nose"] < z["center_of_nose_root"] < z["center_of_glabella"]
+    assert z["l_centerpoint_of_lower_lash_line"] < z["l_centerpoint_of_upper_lash_line"] < z["end_of_l_eyebrow"]
+    assert at["tip_of_nose"][1] == min(p[1] for p in at.values()), "the nose is the face's front"
+    # jawOpen moves the lower lip and chin, not the upper lip or the nose
+    jaw = expressions.load_basis().dense(len(rest))[24]
+    moved = {n: np.linalg.norm(jaw[v]) for n, v in zip(names, t["face_landmark_vertices"])}
+    assert moved["tip_of_chin"] > 0.01 and moved["center_of_lower_inner_lip"] > 0.005
+    assert moved["tip_of_nose"] < moved["tip_of_chin"] / 10 and moved["center_of_upper_inner_lip"] < moved["center_of_lower_inner_lip"] / 3
