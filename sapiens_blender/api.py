@@ -181,6 +181,7 @@ def animate(
     rig: str = "body",
     body_mode: str = "clothed",
     rig_names: str = "anny",
+    expressions: bool = True,
 ):
     """A clip (video file or folder of frames; with ``maps_dir`` a folder of maps .npz, no server)
     -> per-track relief armatures with baked actions, the clip's camera, scene fps and range;
@@ -192,7 +193,8 @@ def animate(
 
     ``rig`` 'body' (default): each person is the fitted body (fitted once on their best-seen
     frame, then posed on every frame by the server, core/motion/body_drive.py; ``body_mode``
-    'clothed' or 'minimal', bone names ``rig_names``); a person the server cannot fit (or a
+    'clothed' or 'minimal', bone names ``rig_names``, the 52 ARKit face keys unless not
+    ``expressions``); a person the server cannot fit (or a
     server without the fit) keeps the relief armature, and a note says so. ``rig`` 'relief':
     the relief armature, which with ``maps_dir`` needs no server; ``mesh`` then gives it the
     relief mesh of the person's best-measured frame (skinned).
@@ -232,7 +234,7 @@ def animate(
             result = build_animation(animation, name or Path(clip).stem,
                                      background=None if maps_dir or not background else clip, mesh=mesh,
                                      normal_space="OBJECT" if blend_only else "TANGENT", body_mode=body_mode,
-                                     rig_names=rig_names)
+                                     rig_names=rig_names, expressions=expressions)
         finally:  # an error in the build leaves no pose request behind the server's back
             for track in animation.tracks:
                 if track.body is not None and hasattr(track.body.motion, "cancel"):

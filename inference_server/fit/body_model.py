@@ -22,12 +22,14 @@ import numpy as np
 import torch
 
 from .body_state import RestState, Skeleton, VertexSample
+from . import face_landmarks
 from .correspondences import JOINT_NAMES, JOINT_SOURCES, part_of_bone, part_names
+from .expressions import load_basis as load_expressions, template_arrays as expression_arrays
 from .kinematics import Chain
 from .phenotype_basis import PhenotypeBasis
 from .procrustes import special_procrustes
 
-FORMAT_VERSION = 1  # bump when any template array's meaning changes
+FORMAT_VERSION = 2  # bump when any template array's meaning changes (2: the expressions)
 PHENOTYPE_NAMES = ("gender", "age", "muscle", "weight", "height", "proportions")
 
 
@@ -331,6 +333,8 @@ class BodyModel:
             "part_names": np.array(names),
             "phenotype_names": np.array(PHENOTYPE_NAMES),
             "joint_names": np.array(JOINT_NAMES),
+            **expression_arrays(),
+            **face_landmarks.template_arrays(m, load_expressions()),
         }
 
     def template(self) -> dict[str, np.ndarray]:

@@ -45,12 +45,13 @@ class AnimationResult:
 def build_animation(animation: Animation, name: str = "clip", *, background: str | Path | None = None,
                     frame_start: int = 1, scene: bpy.types.Scene | None = None, mesh: bool = True,
                     normal_space: str = "TANGENT", body_mode: str = "clothed",
-                    rig_names: str = "anny") -> AnimationResult:
+                    rig_names: str = "anny", expressions: bool = True) -> AnimationResult:
     """Camera, armatures and baked actions for ``animation`` in ``scene``; ``background`` = the
     clip (a video file, or the first image of a sequence) shown behind the camera.
 
     A track with a fitted body (``track.body``, core/motion/body_drive.py) becomes that body
-    (``body_mode`` 'clothed' or 'minimal', bones named by ``rig_names``) with its action. Other
+    (``body_mode`` 'clothed' or 'minimal', bones named by ``rig_names``, the ARKit face keys
+    unless not ``expressions``) with its action. Other
     tracks: with ``mesh``, the armature of a relief build (``pipeline``) of the track's rest
     frame's maps, whose visible surface, skinned, moves with the action; else the armature alone.
     ``normal_space``: of the relief's normal texture ('TANGENT' for glTF/FBX, 'OBJECT' for Blender).
@@ -73,7 +74,8 @@ def build_animation(animation: Animation, name: str = "clip", *, background: str
         label = f"Sapiens {name} track {track.id}"
         keys = frame_start + np.array([position[int(f)] for f in track.frames], np.float64)
         if track.body is not None:
-            arm, body_mesh = _fitted_body(track, f"{name} track {track.id}", collection, body_mode, rig_names)
+            arm, body_mesh = _fitted_body(track, f"{name} track {track.id}", collection, body_mode, rig_names,
+                                          expressions)
             try:
                 track.body.settle()  # a deferred motion is waited for here, after the build
             except NO_BODY_ERRORS as exc:
@@ -86,6 +88,8 @@ def build_animation(animation: Animation, name: str = "clip", *, background: str
                 arm["sapiens_track"] = int(track.id)
                 arm["sapiens_animation_source"] = track.source
                 bake_body_track(arm, track.body, keys, label)
+                if body_mesh.data.shape_keys is not None:
+                    _key_face(track, body_mesh, keys, animation, f"{label} face", notes)
                 armatures.append(arm)
                 meshes.append(body_mesh)
                 continue
@@ -134,7 +138,8 @@ def _relief_body(track: TrackAnimation, name: str, collection, normal_space: str
     return person.armature, person.mesh
 
 
-def _fitted_body(track: TrackAnimation, name: str, collection, mode: str, rig_names: str):
+def _fitted_body(track: TrackAnimation, name: str, collection, mode: str, rig_names: str,
+                 expressions: bool = True):
     """(armature, mesh) of the track's fitted body, built like ``build --body`` from the fitted
     frame's maps (photo texture, part materials, clothing), the armature at that frame's place."""
     from .body import build_person_body
@@ -142,9 +147,24 @@ def _fitted_body(track: TrackAnimation, name: str, collection, mode: str, rig_na
     tb = track.body
     body_mesh, arm, report, _images = build_person_body(
         tb.template, tb.fit, tb.person_id, track.reference_maps, mode=mode, rig_names=rig_names,
-        label=f"Sapiens {name} body", collection=collection)
+        label=f"Sapiens {name} body", collection=collection, expressions=expressions)
     arm["sapiens_body_fit"] = json.dumps(report.fit) if report.fit else "{}"
     return arm, body_mesh
+
+
+def _key_face(track: TrackAnimation, body_mesh, keys: np.ndarray, animation: Animation, action_name: str,
+              notes: list) -> None:
+    """The track's expressions, fitted per frame and smoothed (core/motion/face.py), keyed on the
+    body's shape keys; without face keypoints the photo's expression is kept (a note says so)."""
+    from ..core.motion.face import track_expressions
+    from .expressions import key_expressions
+
+    values = track_expressions(track, animation.intrinsics, track.body.expression_lag)
+    if values is None:
+        notes.append(f"track {track.id}: no face keypoints per frame; the face keeps the fitted frame's expression")
+        return
+    key_expressions(body_mesh, track.body.template.expression_names, keys, values, action_name)
+    body_mesh["sapiens_face_frames"] = int(np.count_nonzero(track.keypoints[..., 2].max(axis=1) > 0))
 
 
 def bake_body_track(arm: bpy.types.Object, body, keys: np.ndarray, action_name: str):

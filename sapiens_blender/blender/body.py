@@ -172,17 +172,22 @@ def interchange_weights(objects):
 
 # --- one person's body, end to end -------------------------------------------------------------
 def build_person_body(template, fit, person_id: int, maps, *, mode: str = "clothed", rig_names: str = "anny",
-                      label: str, collection: bpy.types.Collection, texture_size: int = 1024):
+                      label: str, collection: bpy.types.Collection, texture_size: int = 1024,
+                      expressions: bool = True):
     """(mesh object, armature object, BodyReport, the images it made) for one fitted person.
 
     ``mode`` 'minimal': the fitted body; 'clothed': plus the photo's clothing/hair thickness
     (``core.body.dressing.dressing``) laid on at the bind pose, so it follows the rig. In both, the
     texture's hidden side takes the clothing's colour where the dressing covers the body.
+    ``expressions``: the 52 ARKit shape keys, set to the fit's expression (when the template has them).
     """
     from ..core.body import dressing as body_dressing, surface as body_surface
     from ..core.build.report import BodyReport, fit_warnings
+    from ..core.body.expression_fit import photo_expression
+    from ..core.body.expressions import has_expressions
     from ..core.body.rig_names import retarget_rig
     from . import materials
+    from .expressions import add_expression_keys
     from .images import image_from_array
 
     if mode not in FITTED_BODY_MODES:
@@ -204,6 +209,11 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     names, parents = retarget_rig(template.bone_names, template.bone_parents, rig_names)
     obj = build_body_mesh(rest, faces, template.uv, template.face_uv, label, collection)
     obj[BODY_MODE] = mode
+    if expressions and has_expressions(template):
+        values, source = photo_expression(template, fit, i, maps, person_id)
+        add_expression_keys(obj, template, rest, values)
+        report.expressions = len(template.expression_names)
+        report.expression_source = source
     arm = build_body_armature(names, parents, fit.rest_bone_matrices[i], fit.rest_bone_tails[i],
                               f"{label} armature", collection)
     arm["sapiens_rig_names"] = rig_names

@@ -306,6 +306,7 @@ class PersonBuild:
             with scope.timer("body"):
                 obj, arm, report, images = body.build_person_body(
                     template, fit, self.pid, scope.maps, mode=opts.body, rig_names=opts.rig_names,
+                    expressions=opts.expressions,
                     label=f"{self.label} body", collection=self.ensure_collection())
             for data, role in ((obj, identity.BODY_MESH), (arm, identity.BODY_ARMATURE)):
                 identity.tag(data, scope.key, role, self.pid)

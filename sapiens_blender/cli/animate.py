@@ -47,6 +47,8 @@ def register(subparsers) -> None:
                    help="with --rig body: the clothing carried onto the body (default) or the body alone")
     p.add_argument("--rig-names", choices=("anny", "rigify", "mixamo", "unreal"), default="anny",
                    help="with --rig body: bone names for retargeting tools (default anny's)")
+    p.add_argument("--no-expressions", action="store_true",
+                   help="no face shape keys on the fitted bodies (default: the 52 ARKit expressions)")
     p.add_argument("--no-mesh", action="store_true",
                    help="with --rig relief: armatures only (default: each carries the relief mesh "
                         "of its best-seen frame)")
@@ -108,7 +110,8 @@ def run(args) -> int:
             save_joints=args.save_joints, server=args.server,
             token=server_token(args), parallel=args.parallel,
             max_side=args.max_side, background=not args.no_background, mesh=not args.no_mesh,
-            progress=progress, rig=args.rig, body_mode=args.body, rig_names=args.rig_names)
+            progress=progress, rig=args.rig, body_mode=args.body, rig_names=args.rig_names,
+            expressions=not args.no_expressions)
     except (FrameSourceError, MapsError, SapiensServerError, ExportError, AnimationJointsError,
             OSError, ValueError) as exc:
         bar.finish_line()

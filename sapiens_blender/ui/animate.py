@@ -46,6 +46,8 @@ class SapiensAnimateProperties(bpy.types.PropertyGroup):
         name="Body", default="CLOTHED",
         items=[("CLOTHED", "Clothed", "The photo's clothing and hair carried onto the body"),
                ("MINIMAL", "Minimal", "The fitted body alone")])
+    expressions: BoolProperty(name="Face Expressions", default=True,
+                              description="The 52 ARKit face shape keys on each fitted body, keyed per frame")
 
 
 def clip_input(props) -> tuple[str, str]:
@@ -96,6 +98,7 @@ class SAPIENS_OT_animate(_JobOperator, bpy.types.Operator):
         scene_name = context.scene.name
         options = AnimateOptions(smoothing=SmoothingOptions(lag=None if props.offline else 2))
         rig, body_mode, offline = props.rig, props.body_mode.lower(), props.offline
+        expressions = bool(props.expressions)
 
         def work(progress):
             progress.update("starting server", None, "starting the inference server")
@@ -125,7 +128,7 @@ class SAPIENS_OT_animate(_JobOperator, bpy.types.Operator):
             if scene is None:
                 raise RuntimeError(f"The scene {scene_name!r} was removed while animating.")
             result = build_animation(animation, name, background=path, scene=scene, normal_space="OBJECT",
-                                     body_mode=body_mode)
+                                     body_mode=body_mode, expressions=expressions)
             session.last_info = (f"Animated {name}: {len(animation.frames)} frames, "
                                  f"{len(result.armatures)} track(s), driving the {animation.source}.")
             if animation.notes:
@@ -156,6 +159,7 @@ def draw_animate(layout, context) -> None:
     sub = row.row(align=True)
     sub.enabled = props.rig == "BODY"
     sub.prop(props, "body_mode", text="")
+    sub.prop(props, "expressions", text="", icon="MONKEY")
     row = col.row(align=True)
     row.scale_y = 1.3
     sub = row.row(align=True)

@@ -110,6 +110,7 @@ def draw_build(layout, context) -> None:
     body_missing = props.shape == "BODY" and not body_fit_available()
     if props.shape == "BODY":
         settings.prop(props, "body")
+        settings.prop(props, "expressions")
         if body_missing:
             settings.label(text="Needs the body fit, which this version does not have yet", icon="ERROR")
     settings.prop(props, "skinning")
@@ -123,6 +124,29 @@ def draw_build(layout, context) -> None:
     row.operator("sapiens.build_all", text="Build All", icon="OUTLINER_OB_ARMATURE")
     if not has_maps:
         layout.label(text="Analyze a photo first", icon="INFO")
+    draw_face(layout, getattr(context, "active_object", None))
+
+
+FACE_KEYS_SHOWN = 5
+
+
+def draw_face(layout, obj) -> None:
+    """The active body's expression: its strongest ARKit keys as sliders (the rest in the mesh's
+    Shape Keys)."""
+    from ..blender.expressions import BASIS, EXPRESSIONS_PROP
+
+    if obj is None or obj.type != "MESH" or EXPRESSIONS_PROP not in obj.data or obj.data.shape_keys is None:
+        return
+    box = layout.box()
+    box.label(text="Face Expression", icon="MONKEY")
+    blocks = [kb for kb in obj.data.shape_keys.key_blocks if kb.name != BASIS]
+    strongest = sorted(blocks, key=lambda kb: -kb.value)[:FACE_KEYS_SHOWN]
+    if not strongest or strongest[0].value <= 0.0:
+        box.label(text=f"Neutral ({len(blocks)} ARKit keys)")
+        return
+    for kb in strongest:
+        if kb.value > 0.0:
+            box.prop(kb, "value", text=kb.name, slider=True)
 
 
 def body_fit_available() -> bool:

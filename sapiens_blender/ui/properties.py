@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import bpy
-from bpy.props import EnumProperty, IntProperty, PointerProperty, StringProperty
+from bpy.props import BoolProperty, EnumProperty, IntProperty, PointerProperty, StringProperty
 
 from . import storage
 
@@ -59,6 +59,10 @@ class SapiensSceneProperties(bpy.types.PropertyGroup):
                ("clothed", "Clothed", "The fitted body shaped to the clothes in the photo")],
         default="clothed",
     )
+    expressions: BoolProperty(
+        name="Face Expressions", default=True,
+        description="The 52 ARKit face shape keys on the fitted body, set to the photo's expression "
+                    "(off: the lean file, about 1 MB less per body in a .glb)")
     skinning: EnumProperty(
         name="Skinning",
         items=[("auto", "Bone Heat", "Smooth weights by bone heat, parts where it fails"),
@@ -82,7 +86,8 @@ def build_settings(scene) -> dict:
     props = scene.sapiens
     shape = props.shape
     return {"stride": int(props.stride), "closed": shape == "CLOSED",
-            "body": props.body if shape == "BODY" else "none", "skinning": props.skinning}
+            "body": props.body if shape == "BODY" else "none", "skinning": props.skinning,
+            "expressions": bool(props.expressions)}
 
 
 def register_scene_properties():

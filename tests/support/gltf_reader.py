@@ -37,6 +37,8 @@ class Glb:
 
     def accessor(self, index: int) -> np.ndarray:
         acc = self.json["accessors"][index]
+        if "bufferView" not in acc:  # a sparse accessor over zeros (Blender's shape keys)
+            return self._sparse(acc)
         view = self.json["bufferViews"][acc["bufferView"]]
         dtype = np.dtype(_COMPONENT[acc["componentType"]])
         width = _WIDTH[acc["type"]]
@@ -49,6 +51,23 @@ class Glb:
         if acc.get("normalized"):
             out = out.astype(np.float64) / np.iinfo(dtype).max
         return out.reshape(acc["count"], 4, 4).transpose(0, 2, 1) if acc["type"] == "MAT4" else out
+
+    def _raw(self, view_index: int, offset: int, dtype, count: int, width: int) -> np.ndarray:
+        view = self.json["bufferViews"][view_index]
+        start = view.get("byteOffset", 0) + offset
+        return np.frombuffer(self.bin, dtype, count=count * width, offset=start).reshape(count, width)
+
+    def _sparse(self, acc) -> np.ndarray:
+        """A sparse accessor without a base view: zeros, with ``count`` rows replaced."""
+        width = _WIDTH[acc["type"]]
+        out = np.zeros((acc["count"], width), np.dtype(_COMPONENT[acc["componentType"]]))
+        sp = acc.get("sparse")
+        if sp:
+            idx = self._raw(sp["indices"]["bufferView"], sp["indices"].get("byteOffset", 0),
+                            np.dtype(_COMPONENT[sp["indices"]["componentType"]]), sp["count"], 1)[:, 0]
+            out[idx.astype(np.int64)] = self._raw(sp["values"]["bufferView"], sp["values"].get("byteOffset", 0),
+                                                  out.dtype, sp["count"], width)
+        return out
 
     def world_matrices(self) -> list[np.ndarray]:
         nodes = self.json["nodes"]

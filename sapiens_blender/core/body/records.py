@@ -13,7 +13,7 @@ calls ``core/remote/body_calls.py``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 
 import numpy as np
 
@@ -56,17 +56,22 @@ class _ArrayRecord:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if value is None:  # an optional field left out (no expressions)
+                continue
             out[_prefixed(f.name, prefix)] = (np.asarray(value, np.str_) if isinstance(value, (str, tuple))
                                               else np.asarray(value))
         return out
 
 
 def _fields_from(cls, arrays, prefix: str, what: str) -> dict:
+    """The record's fields from ``arrays``; a field with a default (added since: the
+    expressions) may be absent (older files and servers)."""
     keys = {f.name: _prefixed(f.name, prefix) for f in fields(cls)}
-    missing = [k for k in keys.values() if k not in arrays]
+    optional = {f.name for f in fields(cls) if f.default is not MISSING}
+    missing = [k for n, k in keys.items() if k not in arrays and n not in optional]
     if missing:
         raise BodyError(f"{what} is missing: {', '.join(missing)}")
-    return {name: arrays[key] for name, key in keys.items()}
+    return {name: arrays[key] for name, key in keys.items() if key in arrays}
 
 
 # --- the template ----------------------------------------------------------------------------
@@ -86,6 +91,13 @@ class BodyTemplate(_ArrayRecord):
     part_names: tuple[str, ...]
     phenotype_names: tuple[str, ...]
     joint_names: tuple[str, ...]
+    # The 52 ARKit expressions as rest-pose offsets of the vertices they move (core/body/expressions.py);
+    # none in a template from before them.
+    expression_names: tuple[str, ...] = ()
+    expression_vertices: np.ndarray | None = None  # int32 [N]
+    expression_deltas: np.ndarray | None = None  # float32 [E,N,3], model frame, metres at weight 1
+    face_landmark_names: tuple[str, ...] = ()  # Goliath face keypoints the expression fit reads
+    face_landmark_vertices: np.ndarray | None = None  # int32 [L]: the vertex of each
 
     @property
     def num_vertices(self) -> int:
@@ -139,6 +151,9 @@ class BodyTemplate(_ArrayRecord):
         _check(int(self.vertex_parts.max()) < len(self.part_names), "body template: vertex_parts outside part_names")
         self.phenotype_names = tuple(str(n) for n in _str_array(self.phenotype_names).reshape(-1))
         self.joint_names = tuple(str(n) for n in _str_array(self.joint_names).reshape(-1))
+        from .expressions import validate_template_expressions
+
+        validate_template_expressions(self)
         return self
 
     @classmethod
@@ -163,6 +178,7 @@ class BodyFit(_ArrayRecord):
     joints: np.ndarray  # float32 [P,J,3], camera frame
     joints_estimated: np.ndarray  # bool [P,J]
     reports: tuple[str, ...]  # JSON per person
+    expressions: np.ndarray | None = None  # float32 [P,E]: the photo's expression, template's names
 
     def index(self, person_id: int) -> int:
         hits = np.flatnonzero(self.person_ids == int(person_id))
@@ -207,6 +223,9 @@ class BodyFit(_ArrayRecord):
         arr("vertices", np.float32, (n_verts, 3))
         j = arr("joints", np.float32, (None, 3))
         arr("joints_estimated", bool, (j.shape[1],))
+        if self.expressions is None:  # [P,0]: no values (the build fits them to the photo)
+            self.expressions = np.zeros((p, 0), np.float32)
+        arr("expressions", np.float32, (None,))
         self.reports = tuple(str(r) for r in _str_array(self.reports).reshape(-1))
         _check(len(self.reports) == p, f"body fit: {len(self.reports)} reports for {p} people")
         rot = self.placement[:, :3, :3].astype(np.float64)
@@ -219,6 +238,9 @@ class BodyFit(_ArrayRecord):
             _check(n_verts == template.num_vertices and n_bones == template.num_bones,
                    f"body fit has {n_verts} vertices and {n_bones} bones, the template "
                    f"{template.num_vertices} and {template.num_bones}")
+            _check(self.expressions.shape[1] in (0, len(template.expression_names)),
+                   f"body fit has {self.expressions.shape[1]} expression values, the template names "
+                   f"{len(template.expression_names)}")
             _check(j.shape[1] == len(template.joint_names),
                    f"body fit has {j.shape[1]} joints, the template names {len(template.joint_names)}")
         return self

@@ -56,6 +56,7 @@ class BuildOptions:
     make_active_camera: bool = True
     lighting: bool = True  # a world and a sun from the photo where the scene has none (renders not black)
     rig_names: str = "anny"  # the fitted body's bone names: 'anny', 'rigify', 'mixamo' or 'unreal' (body/rig_names.py)
+    expressions: bool = True  # the fitted body's 52 ARKit face shape keys (False: the lean file)
     # Bone heat runs on a coarser proxy of the surface above this many vertices (then the weights
     # are transferred): it costs ~5 s at 19k vertices and ~36 s at 77k.
     bone_heat_max_vertices: int = 20000

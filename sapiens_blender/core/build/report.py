@@ -55,6 +55,8 @@ class BodyReport:
     fit: dict = field(default_factory=dict)  # the fit's own report (from the server or the fitter)
     clothing: dict | None = None  # 'clothed': seen/dressed vertices, max_thickness_m, note
     texture: dict | None = None  # the texture bake: texels, seen_texels, size
+    expressions: int = 0  # ARKit shape keys on the mesh (0: none, or --no-expressions)
+    expression_source: str | None = None  # where their values come from (core/body/expression_fit.py)
 
     def to_dict(self) -> dict:
         return {k: v for k, v in _plain(asdict(self)).items() if v is not None}

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..body.records import BodyFit, BodyTemplate
 from ..body.pose import local_pose_matrices
+from .smoothing import DEFAULT_LAG
 from ..errors import (InvalidRequest, ModelNotFound, ModelNotReady, ProtocolError, RequestTooLarge,
                       ServerError)
 from .clip import Animation, TrackAnimation
@@ -65,6 +66,8 @@ class TrackBody:
     # The poses, or (``drive_bodies(defer=True)``) a Future of them: the body can be built in
     # Blender from the fit while the server still poses it.
     motion: "BodyMotion | Future"
+    # The face's smoothing look-ahead (core/motion/face.py): the body's (None = the whole clip).
+    expression_lag: int | None = DEFAULT_LAG
 
     def settle(self) -> BodyMotion:
         """The motion, waiting for it if it is still being computed (raises what the server did)."""
@@ -161,7 +164,8 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
                     progress(done + min(max(float(fraction), 0.0), 1.0), len(todo), f"track {t.id}: {message}")
 
             args = (t, animation.joint_names, fit, pose_track, frames_done, "centred" if whole_clip else "causal")
-            body = TrackBody(template, fit, int(t.reference_person), int(t.reference_frame), None)
+            body = TrackBody(template, fit, int(t.reference_person), int(t.reference_frame), None,
+                             None if whole_clip else DEFAULT_LAG)
             if background is not None:
                 body.motion = background.submit(_motion_of, *args)
                 t.body = body

@@ -56,6 +56,9 @@ class TrackAnimation:
     reference_frame: int | None = None  # position in the track of the reference maps' frame
     # The fitted body driven through the track (core.motion.body_drive.TrackBody), when there is one.
     body: object | None = None
+    # [T,308,3] the person's 2D keypoints per frame (score 0 where unseen): the face's evidence
+    # for its expressions (core/motion/face.py). None when the frames' maps gave none.
+    keypoints: np.ndarray | None = None
 
     @property
     def source(self) -> str:
@@ -87,6 +90,7 @@ class ClipAnimator:
         self._size: tuple[int, int] | None = None
         self._reference: dict[int, tuple] = {}  # track id -> (rank key, position, maps, person)
         self._first_seen: dict[int, int] = {}
+        self._keypoints: dict[int, dict[int, np.ndarray]] = {}  # track id -> position -> [308,3]
 
     def add(self, frame_index: int, maps: Maps, detections: list | None = None) -> list[int]:
         """Take one frame's maps (frames in input order); returns the track id per person found.
@@ -108,6 +112,9 @@ class ClipAnimator:
         for tid, det in zip(ids, detections):  # keep the best-measured frame's maps per track
             n_est = int(np.count_nonzero(det.estimated)) if det.estimated is not None else 0
             person = (det.payload or {}).get("person_id") if isinstance(det.payload, dict) else None
+            if person is not None:
+                self._keypoints.setdefault(tid, {})[position] = np.asarray(maps.person_keypoints(int(person)),
+                                                                           np.float32)
             first = self._first_seen.setdefault(tid, position)
             # Fewest estimated joints first; then a frame past the track's first few, which the
             # smoother has seen with a past (the first frame has none: the noisiest).
@@ -172,7 +179,17 @@ class ClipAnimator:
         frames = np.asarray(self.frames[first:last + 1])
         return TrackAnimation(track.id, frames, joints, est | ~seen[:, None], seen, rest, posed,
                               contacts, ref[2] if ref else None, ref[3] if ref else None,
-                              reference)
+                              reference, keypoints=self._track_keypoints(track.id, first, t_len))
+
+    def _track_keypoints(self, tid: int, first: int, t_len: int) -> np.ndarray | None:
+        rows = self._keypoints.get(tid)
+        if not rows:
+            return None
+        out = np.zeros((t_len, *next(iter(rows.values())).shape), np.float32)
+        for position, kp in rows.items():
+            if 0 <= position - first < t_len:
+                out[position - first] = kp
+        return out
 
 
 def _smooth_along_rays(raw: np.ndarray, est: np.ndarray, conf: np.ndarray, options: SmoothingOptions,

@@ -52,6 +52,7 @@ def test_build_body_with_mixamo_names_to_glb_and_fbx(maps_files):
     glb = Glb(tmp / "body.glb")
     names = {n.get("name") for n in glb.json["nodes"]}
     assert {"mixamorig:Hips", "mixamorig:LeftArm", "mixamorig:RightUpLeg", "mixamorig:LeftHandIndex1"} <= names
+    assert len(glb.json["meshes"][0]["extras"]["targetNames"]) == 52  # the face's ARKit keys, by default
     joints = joints_io.read(tmp / "joints.json", complete=False)
     j = scene.template.joint_names.index("left_elbow")
     assert np.allclose(joints[1]["left_elbow"].xyz, scene.fit.joints[0, j], atol=1e-6)
@@ -61,6 +62,15 @@ def test_build_body_with_mixamo_names_to_glb_and_fbx(maps_files):
     body = next(o for o in bpy.context.scene.objects if o.type == "MESH")
     counts = [len([g for g in v.groups if g.weight > 0]) for v in body.data.vertices]  # test-side check only
     assert max(counts) <= 4 and len(body.data.vertices) == scene.template.num_vertices
+
+
+def test_no_expressions_writes_the_lean_body(maps_files):
+    _, fitted, _, tmp = maps_files
+    out = run_cli("build", "--maps", fitted, "--body", "minimal", "--no-expressions", "-o", tmp / "lean.glb")
+    assert out.returncode == 0, out.stderr[-2000:]
+    glb = Glb(tmp / "lean.glb")
+    assert all("targets" not in p for m in glb.json["meshes"] for p in m["primitives"])
+    assert all("targetNames" not in m.get("extras", {}) for m in glb.json["meshes"])
 
 
 def test_fbx_skin_reproduces_the_pose_with_four_influences(maps_files):
@@ -93,6 +103,8 @@ def test_save_joints_in_relief_mode_and_usage_errors(maps_files):
     assert bad.returncode == 2 and "choose one" in bad.stderr
     bad = run_cli("build", "--maps", bare, "--rig-names", "unreal", "-o", tmp / "x.glb")
     assert bad.returncode == 2 and "add --body" in bad.stderr
+    bad = run_cli("build", "--maps", bare, "--no-expressions", "-o", tmp / "x.glb")
+    assert bad.returncode == 2 and "add --body" in bad.stderr and "face" in bad.stderr
     # Maps without a fit need the server: an unreachable one gives a clear error, nothing written.
     bad = run_cli("build", "--maps", bare, "--body", "minimal", "--server", "http://127.0.0.1:9", "--token", "x",
                   "-o", tmp / "nofit.glb")

@@ -307,11 +307,14 @@ def test_build_settings_reach_the_build_and_body_waits_for_the_fit(ui):
     drawn = [i[1] for i in d["build"].walk() if i[0] == "prop"]
     assert {"stride", "shape", "skinning"} <= set(drawn) and "body" not in drawn
     props.stride, props.shape, props.skinning = 3, "CLOSED", "parts"
-    assert properties.build_settings(scene) == {"stride": 3, "closed": True, "body": "none", "skinning": "parts"}
-    props.shape, props.body = "BODY", "minimal"
+    assert properties.build_settings(scene) == {"stride": 3, "closed": True, "body": "none", "skinning": "parts",
+                                                "expressions": True}
+    props.shape, props.body, props.expressions = "BODY", "minimal", False
     assert properties.build_settings(scene)["body"] == "minimal"
+    assert properties.build_settings(scene)["expressions"] is False
+    props.expressions = True
     d = draw_all(panel)
-    assert "body" in [i[1] for i in d["build"].walk() if i[0] == "prop"]
+    assert {"body", "expressions"} <= set(i[1] for i in d["build"].walk() if i[0] == "prop")
     if not panel.body_fit_available():  # until the body fit exists: said, and nothing to click
         assert "Needs the body fit" in d["build"].labels()
         assert set(d["build"].buttons().values()) == {False}
@@ -335,3 +338,29 @@ def test_a_model_that_needs_torch_offers_the_environment_set_up(ui):
         assert "sapiens.setup_environment" not in draw_all(panel)["main"].buttons()
     finally:
         prefs.python_path, prefs.model_family = "", "auto"
+
+
+def test_the_active_body_shows_its_expression(ui):
+    panel, _, _ = ui
+    from sapiens_blender.blender.expressions import EXPRESSIONS_PROP
+
+    me = bpy.data.meshes.new("face")
+    me.from_pydata([(0, 0, 0), (1, 0, 0), (0, 1, 0)], [], [(0, 1, 2)])
+    obj = bpy.data.objects.new("face", me)
+    obj.shape_key_add(name="Basis")
+    for name, value in (("jawOpen", 0.7), ("mouthSmileLeft", 0.3), ("tongueOut", 0.0)):
+        obj.shape_key_add(name=name).value = value
+    layout = Layout()
+    panel.draw_face(layout, obj)
+    assert layout.items == [], "a mesh that is not a fitted body shows nothing"
+    me[EXPRESSIONS_PROP] = 3
+    panel.draw_face(layout, obj)
+    shown = [i[2] for i in layout.walk() if i[0] == "prop"]
+    assert shown == ["jawOpen", "mouthSmileLeft"] and "Face Expression" in layout.labels()
+    for kb in me.shape_keys.key_blocks:
+        kb.value = 0.0
+    neutral = Layout()
+    panel.draw_face(neutral, obj)
+    assert "Neutral (3 ARKit keys)" in neutral.labels()
+    bpy.data.objects.remove(obj)
+    bpy.data.meshes.remove(me)
