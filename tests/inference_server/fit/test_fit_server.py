@@ -79,15 +79,19 @@ def test_bad_maps_are_a_clear_400(client, body_model_scene):
 
 
 def test_fit_device_choice(monkeypatch):
-    """auto is the CPU (the fit is launch-bound on a GPU: docs/performance.md); cuda only on
-    request, with a clear error where torch sees none; the setting reads its variable."""
+    """auto is the GPU where torch sees one (its steps replay as CUDA graphs), else the CPU;
+    cuda on request gets a clear error where torch sees none; the setting reads its variable."""
     import torch
 
     from inference_server.dataplane.base import BackendError
     from inference_server.fit.serving import fit_device
     from inference_server.fit.settings import FitServerSettings
 
-    assert fit_device("auto") == fit_device(" CPU ") == "cpu"
+    assert fit_device(" CPU ") == "cpu"
+    assert fit_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # what a GPU box answers
+    assert fit_device("auto") == fit_device("") == "cuda" and fit_device("cpu") == "cpu"
+    monkeypatch.undo()
     with pytest.raises(BackendError, match="cpu or cuda"):
         fit_device("mps")
     if not torch.cuda.is_available():
