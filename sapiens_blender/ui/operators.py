@@ -13,10 +13,11 @@ import tempfile
 
 import bpy
 
-from ..core.remote.analysis import analyze_photo
+from ..core.body.records import has_body
+from ..core.remote import body_calls
 from ..core.jobs.background import CANCELLED, DONE, Job
 from ..core.local_server.process import ServerState
-from . import jobs, map_images, preferences, state, storage
+from . import jobs, map_images, preferences, properties, state, storage
 
 # Server job stages -> the words the panel shows.
 STAGE_LABELS = {
@@ -25,6 +26,7 @@ STAGE_LABELS = {
     "decode": "reading photo",
     "encode": "sending maps",
     "done": "receiving maps",
+    "fit": "fitting the body",
 }
 
 
@@ -108,17 +110,21 @@ class SAPIENS_OT_analyze(_JobOperator, bpy.types.Operator):
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
         scene_name = context.scene.name
+        body = properties.build_settings(context.scene)["body"]
 
         def work(progress):
             progress.update("starting server", None, "starting the inference server")
             client = session.connect(config)
             progress.check()
             progress.update("loading", None, f"asking {config.model} to analyse {photo_name}")
-            return analyze_photo(
-                client, photo, config.model,
+            # the shape "Body" has the server fit the body in the same request: Build Body then
+            # needs no second trip with the maps (body_calls.analyze decides, as for the CLI)
+            maps, _notes = body_calls.analyze(
+                client, photo, config.model, body,
                 progress=lambda s, f, m: progress.update(stage_label(s), f, m or stage_label(s)),
                 cancel_event=progress.cancel_event,
             )
+            return maps
 
         def on_success(maps):
             scene = bpy.data.scenes.get(scene_name)
@@ -127,8 +133,9 @@ class SAPIENS_OT_analyze(_JobOperator, bpy.types.Operator):
             storage.store_analysis(scene, maps, photo=photo_name)
             map_images.update_map_images(scene, maps)
             people = len(maps.person_ids)
+            fitted = " (bodies fitted)" if has_body(maps) else ""
             session.last_info = f"Analysed {photo_name} with {maps.source}: {people} " \
-                                f"{'person' if people == 1 else 'people'} found."
+                                f"{'person' if people == 1 else 'people'} found{fitted}."
 
         def on_failure(error):
             message = session.set_error(error)
