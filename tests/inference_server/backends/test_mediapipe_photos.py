@@ -147,8 +147,9 @@ def test_mirrored_photo_shows_a_mirrored_person(results):
             if ko[i, 2] < 0.8 or km[j, 2] < 0.8:  # occluded joints are guesses, not measurements
                 continue
             kind = "face" if i in face_slots else "body"
-            # Face mesh points are precise; body landmarks come from a 256-px pose crop.
-            tol = (0.01 if kind == "face" else 0.04) * width
+            # Face mesh points are precise; body landmarks come from a 256-px pose crop placed
+            # by the detector's tiles and refined twice, so the two crops differ a little.
+            tol = (0.01 if kind == "face" else 0.06) * width  # a swap is ~0.5 width off
             assert abs((width - ko[i, 0]) - km[j, 0]) < tol, (KEYPOINT_NAMES[i], KEYPOINT_NAMES[j])
             assert abs(ko[i, 1] - km[j, 1]) < tol, (KEYPOINT_NAMES[i], KEYPOINT_NAMES[j])
             checked[kind] += 1
