@@ -43,7 +43,7 @@ SAME_PERSON = 0.3  # two passes' torso points this close (x torso size): one per
 SAME_FACE = 0.15  # two seen noses this close (x torso size): one person
 SAME_BOX = 0.3  # ...or their boxes' centres this close (x radius), radii within this ratio... (see _same_person)
 MIN_LEGS_SEEN = 0.3  # a person beside a bigger one, with no face found, shows legs this well
-NESTED_SIZE, NESTED_SHARE = 1.3, 0.6  # see _inside_another
+NESTED_SIZE, NESTED_SHARE = 0.8, 0.6  # see _inside_another
 REFINE_PASSES = 2  # landmark passes again at the landmarks' own box
 MIN_SHOULDER_VISIBILITY = 0.5  # a person shows both shoulders (a held helmet does not)
 MASK_REACH = 0.8  # a person's mask ends this far (x torso size) from their seen bones
@@ -107,8 +107,11 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
         if len(people) >= max_people:
             break
     biggest = int(np.argmax([_torso_size(p.pose) for p in people])) if people else -1
-    keep = [k for k in range(len(people)) if not _inside_another(k, people, seg)
-            and (k == biggest or people[k].face is not None or _legs_seen(people[k]) >= MIN_LEGS_SEEN)]
+    keep: list[int] = []
+    for k in range(len(people)):  # the detector's most certain first: a ghost lies on a kept one
+        if not _inside_another(k, people, seg, keep) and (
+                k == biggest or people[k].face is not None or _legs_seen(people[k]) >= MIN_LEGS_SEEN):
+            keep.append(k)
     people, seg = [people[k] for k in keep], [seg[k] for k in keep]
     _share_masks(people, seg, (h, w))
     people = [p for p in people if p.mask.sum() >= MIN_PERSON_AREA * h * w]
@@ -153,9 +156,9 @@ def _legs_seen(p: Person) -> float:
     return float(p.pose[[POSE[n] for n in ("left_knee", "right_knee", "left_ankle", "right_ankle")], 3].mean())
 
 
-def _inside_another(k: int, people: list[Person], seg: list[np.ndarray]) -> bool:
-    """A smaller "person" whose seen landmarks lie on a bigger one's segmentation: the landmark
-    model fitted a second, smaller body into someone's chest or held helmet."""
+def _inside_another(k: int, people: list[Person], seg: list[np.ndarray], kept: list[int]) -> bool:
+    """A "person" whose seen landmarks lie on a kept, not much smaller one's segmentation: the
+    landmark model fitted a second body into someone's chest, or hung one from their head."""
     p = people[k]
     h, w = seg[k].shape
     pts = np.round(p.pose[p.pose[:, 3] >= 0.5, :2]).astype(int)
@@ -164,7 +167,7 @@ def _inside_another(k: int, people: list[Person], seg: list[np.ndarray]) -> bool
         return False
     size = _torso_size(p.pose)
     return any(_torso_size(o.pose) > NESTED_SIZE * size and m[pts[:, 1], pts[:, 0]].mean() > NESTED_SHARE
-               for j, (o, m) in enumerate(zip(people, seg)) if j != k)
+               for o, m in ((people[j], seg[j]) for j in kept))
 
 
 def _torso_size(pose: np.ndarray) -> float:
