@@ -3,10 +3,10 @@
 
 Input: the bundled astronaut photo (512 px) enlarged to 1024x1024 and JPEG-encoded, i.e. a
 1024-px photo as the server receives it. Stages: decode (JPEG bytes -> RGB, EXIF applied),
-detect (MediaPipe Holistic passes: one per person plus the pass that finds nobody else),
-geometry (keypoint slots, parts, pseudo-depth, normals). Baseline, timed in the same run:
-one bare Holistic.process call on the same pixels, the floor any MediaPipe backend pays; the
-ratio says what our multi-person search and geometry add on top. Goal: total <= 0.5 s.
+detect (the pose detector on the photo and its tiles, then Holistic's landmark models at each
+person, three looks each), geometry (keypoint slots, parts, pseudo-depth, normals). Baseline,
+timed in the same run: one landmark pass over the photo, the floor any MediaPipe backend pays;
+the ratio says what our multi-person search and geometry add on top. Goal: total <= 0.5 s.
 
     .venv/bin/python benchmarks/bench_mediapipe.py [--repeats 15] [--side 1024]
 """
