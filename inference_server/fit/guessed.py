@@ -29,8 +29,9 @@ LIMBS = {
     "right_hand": tuple(n for n in JOINT_NAMES if n.startswith("right_") and ("finger" in n or "thumb" in n)),
     "left_leg": ("left_hip", "left_knee", "left_ankle"),
     "right_leg": ("right_hip", "right_knee", "right_ankle"),
-    "left_foot": ("left_big_toe", "left_small_toe", "left_heel"),
-    "right_foot": ("right_big_toe", "right_small_toe", "right_heel"),
+    # Not the small toes: MediaPipe has none (it would call every foot "partly seen").
+    "left_foot": ("left_big_toe", "left_heel"),
+    "right_foot": ("right_big_toe", "right_heel"),
 }
 
 

@@ -17,6 +17,7 @@ GROUP_NAMES = {"seen": "sapiens seen", "3d": "sapiens guessed: 3D pose",
                "occluded": "sapiens guessed: occluded", "out_of_frame": "sapiens guessed: out of frame"}
 _WORDS = {"3d": "from the 3D pose", "occluded": "occluded (set by the prior)",
           "out_of_frame": "out of the frame (set by the prior)", "partly seen": "partly seen"}
+_JOINT_WORDS = {"3d": "from the 3D pose", "occluded": "occluded", "out_of_frame": "out of the frame"}
 
 # Body part -> the fitted joints that place it (both sides).
 _PART_JOINTS = {"Face_Neck": ("nose", "left_eye", "right_eye", "left_ear", "right_ear"),
@@ -28,7 +29,7 @@ for _s, _S in (("left", "Left"), ("right", "Right")):
         f"{_S}_Hand": (f"{_s}_wrist",),  # and the fingers: the report's hand (see joint_sources)
         f"{_S}_Upper_Leg": (f"{_s}_hip", f"{_s}_knee"),
         f"{_S}_Lower_Leg": (f"{_s}_knee", f"{_s}_ankle"),
-        f"{_S}_Foot": (f"{_s}_ankle", f"{_s}_big_toe", f"{_s}_small_toe", f"{_s}_heel"),
+        f"{_S}_Foot": (f"{_s}_ankle", f"{_s}_big_toe", f"{_s}_heel"),
     })
 
 
@@ -70,7 +71,7 @@ def summary(guessed: dict) -> str:
         if word not in _WORDS:
             continue
         if word == "partly seen":  # name the joints that were not
-            unseen = [f"{n.replace('_', ' ')} {_WORDS[s]}" for s in SOURCES[1:] for n in v.get(s, ())]
+            unseen = [f"{n.replace('_', ' ')} {_JOINT_WORDS[s]}" for s in SOURCES[1:] for n in v.get(s, ())]
             word_text = f"partly seen ({', '.join(unseen)})"
         else:
             word_text = _WORDS[word]

@@ -38,7 +38,7 @@ def test_each_vertex_takes_its_parts_least_certain_joint():
 
 def test_the_cli_line_names_what_was_guessed():
     line = summary(GUESSED)
-    assert "left leg partly seen (left knee out of the frame" in line
+    assert "left leg partly seen (left knee out of the frame, left ankle out of the frame)" in line
     assert "left hand occluded" in line and "head from the 3D pose" in line and "left arm" not in line
     assert summary({"left_arm": GUESSED["left_arm"]}) == ""
     report = PersonReport(body=BodyReport(mode="minimal", vertices=8, faces=4, fit={"guessed": GUESSED}))
