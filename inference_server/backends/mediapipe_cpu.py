@@ -71,6 +71,7 @@ class MediaPipeBackend(Backend):
         self.max_people = max(1, int(max_people))
         self._holistic = None
         self._detector = None  # mediapipe_detector.PoseDetector, once loaded
+        self._pose = None  # the landmarker without hands and face, to place people
         self._work = None  # the mediapipe_people module, once loaded
         self._lock = threading.Lock()  # one MediaPipe graph; its calls must not overlap
         self.version = mediapipe_version()
@@ -89,11 +90,13 @@ class MediaPipeBackend(Backend):
                 raise BackendError(f"the offline backend cannot start: {exc}; {INSTALL_HINT}", 503) from None
 
             self._holistic = mediapipe_landmarker.PersonLandmarker(MODEL_COMPLEXITY)
+            self._pose = mediapipe_landmarker.PersonLandmarker(MODEL_COMPLEXITY, hands_and_face=False)
             self._detector = mediapipe_detector.PoseDetector()
             # The first inference initialises the XNNPACK delegate (~0.5 s): pay it at load.
             warm = np.full((64, 64, 3), 127, np.uint8)
             self._detector.detect(warm)
             self._holistic.process(warm, (32, 40), (32, 8))
+            self._pose.process(warm, (32, 40), (32, 8))
             self._work = mediapipe_people
             progress("load", 1.0, "MediaPipe ready")
 
@@ -102,9 +105,10 @@ class MediaPipeBackend(Backend):
             if self._holistic is not None:
                 self._holistic.close()
                 self._holistic = None
-            if self._detector is not None:
-                self._detector.close()
-                self._detector = None
+            for graph in (self._detector, self._pose):
+                if graph is not None:
+                    graph.close()
+            self._detector = self._pose = None
 
     @property
     def loaded(self) -> bool:
@@ -126,12 +130,13 @@ class MediaPipeBackend(Backend):
         return f"mediapipe-{self.version}"
 
     # --- analysis ----------------------------------------------------------------------------
-    def _process(self, image: np.ndarray, hips, top):
-        """Holistic's landmarks of the person at ``hips``/``top`` (one graph: calls must not overlap)."""
+    def _process(self, image: np.ndarray, hips, top, full: bool = True):
+        """Holistic's landmarks of the person at ``hips``/``top``, with hands and face when
+        ``full`` (the graphs are shared: calls must not overlap)."""
         with self._lock:
             if self._holistic is None:
                 raise BackendError("the mediapipe model was unloaded during the request", 503)
-            return self._holistic.process(image, hips, top)
+            return (self._holistic if full else self._pose).process(image, hips, top)
 
     def _find(self, image: np.ndarray, cancel: CancelToken | None = None):
         """The pose detector's people in the photo and its tiles (shares the lock: one graph)."""

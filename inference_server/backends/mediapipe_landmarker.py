@@ -20,9 +20,6 @@ input_stream: "detection"
 output_stream: "pose_landmarks"
 output_stream: "pose_world_landmarks"
 output_stream: "segmentation_mask"
-output_stream: "left_hand_landmarks"
-output_stream: "right_hand_landmarks"
-output_stream: "face_landmarks"
 output_stream: "auxiliary_landmarks"
 node { calculator: "ImagePropertiesCalculator" input_stream: "IMAGE_CPU:image" output_stream: "SIZE:size" }
 node { calculator: "PoseDetectionToRoi" input_stream: "DETECTION:detection"
@@ -37,6 +34,8 @@ node {
 }
 node { calculator: "FromImageCalculator" input_stream: "IMAGE:segmentation"
        output_stream: "IMAGE_CPU:segmentation_mask" }
+"""
+_HANDS_AND_FACE = r"""
 node { calculator: "HandLandmarksLeftAndRightCpu" input_stream: "IMAGE:image"
        input_stream: "POSE_LANDMARKS:pose_landmarks"
        output_stream: "LEFT_HAND_LANDMARKS:left_hand_landmarks"
@@ -49,28 +48,34 @@ node { calculator: "FaceLandmarksFromPoseCpu" input_stream: "IMAGE:image"
        output_stream: "FACE_LANDMARKS:face_landmarks"
        input_side_packet: "REFINE_LANDMARKS:refine_face_landmarks" }
 """
-OUTPUTS = ["pose_landmarks", "pose_world_landmarks", "segmentation_mask", "left_hand_landmarks",
-           "right_hand_landmarks", "face_landmarks", "auxiliary_landmarks"]
+POSE_OUTPUTS = ["pose_landmarks", "pose_world_landmarks", "segmentation_mask", "auxiliary_landmarks"]
+HANDS_AND_FACE_OUTPUTS = ["left_hand_landmarks", "right_hand_landmarks", "face_landmarks"]
 
 
 class PersonLandmarker:
-    """Holistic's landmark models at a given person (call it from one thread)."""
+    """Holistic's landmark models at a given person (call it from one thread). ``hands_and_face``
+    False: the pose alone (landmarks, world landmarks, segmentation), about half the time, for
+    the looks that only place the person."""
 
-    def __init__(self, model_complexity: int = 1):
+    def __init__(self, model_complexity: int = 1, hands_and_face: bool = True):
         from mediapipe.python.solution_base import SolutionBase
 
+        extra = HANDS_AND_FACE_OUTPUTS if hands_and_face else []
+        graph = _GRAPH + (_HANDS_AND_FACE if hands_and_face else "") + "".join(
+            f'output_stream: "{o}"\n' for o in extra)
+        self.hands_and_face = hands_and_face
         self._graph = SolutionBase(
-            graph_config=_GRAPH, outputs=OUTPUTS,
+            graph_config=graph, outputs=POSE_OUTPUTS + extra,
             side_inputs={"model_complexity": model_complexity, "enable_segmentation": True,
-                         "refine_face_landmarks": False})
+                         **({"refine_face_landmarks": False} if hands_and_face else {})})
 
     def close(self) -> None:
         self._graph.close()
 
     def process(self, image: np.ndarray, hips, top):
         """Holistic-like results (``pose_landmarks`` ... ``face_landmarks``, None where not
-        found) of the person whose hips' centre and body-circle point are ``hips``, ``top``
-        (pixels of ``image``, an RGB uint8 photo)."""
+        found or not asked for) of the person whose hips' centre and body-circle point are
+        ``hips``, ``top`` (pixels of ``image``, an RGB uint8 photo)."""
         from mediapipe.framework.formats import detection_pb2, location_data_pb2
 
         h, w = image.shape[:2]
@@ -79,4 +84,13 @@ class PersonLandmarker:
         for x, y in (hips, top):  # PoseDetectionToRoi reads only these two keypoints
             k = det.location_data.relative_keypoints.add()
             k.x, k.y = float(x) / w, float(y) / h
-        return self._graph.process({"image": np.ascontiguousarray(image), "detection": det})
+        res = self._graph.process({"image": np.ascontiguousarray(image), "detection": det})
+        return res if self.hands_and_face else _with_none(res, HANDS_AND_FACE_OUTPUTS)
+
+
+def _with_none(res, names):
+    """``res``'s fields plus ``names`` as None: the pose-only graph's answer shaped as the full
+    one's (SolutionBase answers with a class whose attributes are the streams)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{n: getattr(res, n, None) for n in POSE_OUTPUTS + list(names)})

@@ -44,7 +44,7 @@ SAME_FACE = 0.15  # two seen noses this close (x torso size): one person
 SAME_BOX = 0.3  # ...or their boxes' centres this close (x radius), radii within this ratio... (see _same_person)
 MIN_LEGS_SEEN = 0.3  # a person beside a bigger one, with no face found, shows legs this well
 NESTED_SIZE, NESTED_SHARE = 0.8, 0.6  # see _inside_another
-REFINE_PASSES = 2  # landmark passes again at the landmarks' own box
+REFINE_PASSES = 1  # pose-only looks again at the landmarks' own box (then one with hands and face)
 MIN_SHOULDER_VISIBILITY = 0.5  # a person shows both shoulders (a held helmet does not)
 MASK_REACH = 0.8  # a person's mask ends this far (x torso size) from their seen bones
 # Bones drawn to share contested mask pixels: arms, legs, the torso's outline, the head.
@@ -64,7 +64,7 @@ class Person:
     left_hand: np.ndarray | None  # [21,2] px
     right_hand: np.ndarray | None
     face: np.ndarray | None  # [468,2] px
-    roi: tuple = ((0.0, 0.0), 0.0)  # (hips' centre px, body radius px) the landmarks give
+    roi: tuple = ((0.0, 0.0), (0.0, 0.0))  # the landmarks' box: hips' centre, body-circle point (px)
 
 
 def _points(landmarks, w: int, h: int) -> np.ndarray | None:
@@ -92,20 +92,28 @@ def _clean(mask: np.ndarray, keep_points: np.ndarray) -> np.ndarray:
 def detect_people(process, find, image: np.ndarray, max_people: int,
                   cancel: CancelToken | None = None) -> list[Person]:
     """People in ``image``, largest first: ``find`` gives the detector's candidates
-    (mediapipe_detector), ``process`` Holistic's landmarks at each (mediapipe_landmarker)."""
+    (mediapipe_detector), ``process(image, hips, top, full)`` Holistic's landmarks at one
+    (mediapipe_landmarker; ``full`` False: the pose alone, to place people cheaply)."""
     h, w = image.shape[:2]
     people: list[Person] = []
     seg: list[np.ndarray] = []
     for cand in find(image, cancel):
         if cancel is not None:
             cancel.check()
-        got = _person_at(process, image, cand)
+        if _on_a_bigger_one(cand, people, seg):
+            continue  # part of someone already placed, seen through a small tile
+        got = _person_at(process, image, cand.hips, cand.top, REFINE_PASSES)
         if got is None or any(_same_person(got[0], p) for p in people):
             continue
         people.append(got[0])
         seg.append(got[1])
         if len(people) >= max_people:
             break
+    # Hands and face once per person, at their settled box (the last of the refining looks).
+    for k, person in enumerate(people):
+        full = _person_at(process, image, *person.roi, 0, full=True)
+        if full is not None:
+            people[k], seg[k] = full
     biggest = int(np.argmax([_torso_size(p.pose) for p in people])) if people else -1
     keep: list[int] = []
     for k in range(len(people)):  # the detector's most certain first: a ghost lies on a kept one
@@ -118,18 +126,19 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
     return sorted(people, key=lambda p: -int(p.mask.sum()))
 
 
-def _person_at(process, image: np.ndarray, cand):
-    """(Person, segmentation [H,W] bool) at one candidate, or None when the landmark model
-    finds nobody there, or someone without shoulders (an object). The landmarks' own box
-    (their auxiliary hips and body-circle points) is looked at once more, as MediaPipe does
-    from frame to frame: candidates of one person from different tiles settle on one answer."""
+def _person_at(process, image: np.ndarray, hips, top, refine: int, full: bool = False):
+    """(Person, segmentation [H,W] bool) at the box of ``hips`` and ``top`` (a detection's), or
+    None when the landmark model finds nobody there, or someone without shoulders (an object).
+    The landmarks' own box (their auxiliary hips and body-circle points) is looked at ``refine``
+    more times, as MediaPipe does from frame to frame: candidates of one person from different
+    tiles settle on one answer. ``Person.roi`` is the last answer's box."""
     h, w = image.shape[:2]
-    res = process(image, cand.hips, cand.top)
-    for _ in range(REFINE_PASSES):
+    res = process(image, hips, top, full)
+    for _ in range(refine):
         if res.auxiliary_landmarks is None:
             break
         aux = [(p.x * w, p.y * h) for p in res.auxiliary_landmarks.landmark[:2]]
-        again = process(image, aux[0], aux[1])
+        again = process(image, aux[0], aux[1], full)
         if again.pose_landmarks is None:
             break
         res = again
@@ -146,8 +155,20 @@ def _person_at(process, image: np.ndarray, cand):
     aux = np.array([(p.x * w, p.y * h) for p in res.auxiliary_landmarks.landmark[:2]], np.float64)
     person = Person(np.zeros((h, w), bool), pose, world, _points(res.left_hand_landmarks, w, h),
                     _points(res.right_hand_landmarks, w, h), _points(res.face_landmarks, w, h),
-                    (aux[0], float(np.linalg.norm(aux[1] - aux[0]))))
+                    (aux[0], aux[1]))
     return person, segmentation
+
+
+def _on_a_bigger_one(cand, people: list[Person], seg: list[np.ndarray]) -> bool:
+    """A candidate whose hips and shoulders lie on a placed person's segmentation, with a body
+    circle under NESTED_SIZE of theirs: what _inside_another would drop, skipped before its looks."""
+    for p, m in zip(people, seg):
+        h, w = m.shape
+        pts = np.round([cand.hips, cand.shoulders]).astype(int)
+        if ((pts >= 0) & (pts < (w, h))).all() and m[pts[:, 1], pts[:, 0]].all() and (
+                cand.radius * NESTED_SIZE < np.linalg.norm(np.subtract(p.roi[1], p.roi[0]))):
+            return True
+    return False
 
 
 def _legs_seen(p: Person) -> float:
@@ -178,7 +199,8 @@ def _torso_size(pose: np.ndarray) -> float:
 
 def _same_person(a: Person, b: Person) -> bool:
     """Two candidates that landed on one person: the same box, one nose, or torso points all close."""
-    (ca, ra), (cb, rb) = a.roi, b.roi
+    (ca, ta), (cb, tb) = a.roi, b.roi
+    ra, rb = float(np.linalg.norm(np.subtract(ta, ca))), float(np.linalg.norm(np.subtract(tb, cb)))
     if np.linalg.norm(np.subtract(ca, cb)) < SAME_BOX * max(ra, rb) and min(ra, rb) > SAME_BOX * max(ra, rb):
         return True
     size = min(_torso_size(a.pose), _torso_size(b.pose))
