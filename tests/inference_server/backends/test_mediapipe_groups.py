@@ -62,3 +62,33 @@ def test_people_cut_by_the_edge_and_overlapping(backend, astronaut):
     maps = backend.analyze(np.ascontiguousarray(photo), AnalyzeOptions())
     assert maps["keypoints"].shape[0] == 3
     _noses_on_own_masks(maps)
+
+
+def test_tiles_cover_the_photo_at_each_scale():
+    from inference_server.backends.mediapipe_detector import TILE_FRACTIONS, tiles
+
+    h, w = 576, 1024
+    got = tiles((h, w))
+    assert got[0] == (0, 0, 1024)  # the whole photo first
+    for frac in TILE_FRACTIONS[1:]:
+        side = round(w * frac)
+        level = [t for t in got if t[2] == side]
+        covered = np.zeros((h, w), bool)
+        for x, y, s in level:
+            assert 0 <= x and x + s <= w and 0 <= y and y + s <= h
+            covered[y:y + s, x:x + s] = True
+        assert covered.all(), frac
+        # Half a tile apart: a person up to half a tile wide lies whole in one of them.
+        xs = sorted({x for x, _, _ in level})
+        assert max(np.diff(xs)) <= side // 2
+
+
+def test_one_person_seen_in_two_tiles_is_one_candidate():
+    from inference_server.backends.mediapipe_detector import Candidate, merge
+
+    def cand(score, hx, hy, r):
+        hips = np.array([hx, hy], float)
+        return Candidate(score, hips, r, hips - (0, 0.6 * r), hips - (0, r))
+
+    a, again, beside = cand(0.9, 100, 200, 80), cand(0.7, 110, 195, 70), cand(0.6, 190, 200, 80)
+    assert merge([again, a, beside]) == [a, beside]  # best first; the neighbour a body away stays
