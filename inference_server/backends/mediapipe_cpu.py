@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """`mediapipe`: the offline CPU backend. Real maps from a real photo with nothing to download.
 
-Uses only the models bundled in the ``mediapipe`` 0.10.21 wheel: the legacy Holistic solution
-(pose landmarks at model complexity 1 = ``pose_landmark_full.tflite``, person segmentation,
-face mesh, hands). Complexity 0 and 2 are NOT bundled (MediaPipe would download them at
+Uses only the models bundled in the ``mediapipe`` 0.10.21 wheel: the legacy Holistic solution's
+models (pose detector; pose landmarks at model complexity 1 = ``pose_landmark_full.tflite``,
+person segmentation, face mesh, hands), in two graphs of ours: the detector on the photo and its
+tiles (every person: mediapipe_detector), then Holistic's landmark subgraphs at each person
+(mediapipe_landmarker). Complexity 0 and 2 are NOT bundled (MediaPipe would download them at
 construction), so they are never used. No torch anywhere on this path.
 
 The work itself (people, keypoints, parts, pseudo-depth, normals) is in ``mediapipe_people``,
@@ -65,9 +67,11 @@ class MediaPipeBackend(Backend):
     name = "mediapipe"
     platform = "mediapipe"
 
-    def __init__(self, max_people: int = 4):
+    def __init__(self, max_people: int = 16):  # the fit's limit per request (fit/serving.py)
         self.max_people = max(1, int(max_people))
         self._holistic = None
+        self._detector = None  # mediapipe_detector.PoseDetector, once loaded
+        self._pose = None  # the landmarker without hands and face, to place people
         self._work = None  # the mediapipe_people module, once loaded
         self._lock = threading.Lock()  # one MediaPipe graph; its calls must not overlap
         self.version = mediapipe_version()
@@ -78,22 +82,21 @@ class MediaPipeBackend(Backend):
         with self._lock:
             if self._holistic is not None:
                 return
-            progress("load", None, "loading MediaPipe Holistic (bundled, CPU)")
+            progress("load", None, "loading MediaPipe's pose detector and Holistic models (bundled, CPU)")
             check_bundled_models()
             try:
-                from . import mediapipe_people
+                from . import mediapipe_detector, mediapipe_landmarker, mediapipe_people
             except ImportError as exc:
                 raise BackendError(f"the offline backend cannot start: {exc}; {INSTALL_HINT}", 503) from None
-            from mediapipe.python.solutions import holistic
 
-            self._holistic = holistic.Holistic(
-                static_image_mode=True,
-                model_complexity=MODEL_COMPLEXITY,
-                enable_segmentation=True,
-                refine_face_landmarks=False,
-            )
+            self._holistic = mediapipe_landmarker.PersonLandmarker(MODEL_COMPLEXITY)
+            self._pose = mediapipe_landmarker.PersonLandmarker(MODEL_COMPLEXITY, hands_and_face=False)
+            self._detector = mediapipe_detector.PoseDetector()
             # The first inference initialises the XNNPACK delegate (~0.5 s): pay it at load.
-            self._holistic.process(np.full((64, 64, 3), 127, np.uint8))
+            warm = np.full((64, 64, 3), 127, np.uint8)
+            self._detector.detect(warm)
+            self._holistic.process(warm, (32, 40), (32, 8))
+            self._pose.process(warm, (32, 40), (32, 8))
             self._work = mediapipe_people
             progress("load", 1.0, "MediaPipe ready")
 
@@ -102,6 +105,10 @@ class MediaPipeBackend(Backend):
             if self._holistic is not None:
                 self._holistic.close()
                 self._holistic = None
+            for graph in (self._detector, self._pose):
+                if graph is not None:
+                    graph.close()
+            self._detector = self._pose = None
 
     @property
     def loaded(self) -> bool:
@@ -111,7 +118,8 @@ class MediaPipeBackend(Backend):
         return {
             "device": "cpu",
             "weights": "bundled in the mediapipe wheel (nothing downloaded)",
-            "models": "MediaPipe Holistic: pose (complexity 1), segmentation, face mesh, hands",
+            "models": "MediaPipe pose detector on tiles (every person), then Holistic per person: "
+                      "pose (complexity 1), segmentation, face mesh, hands",
             "depth": "pseudo-depth: silhouette inflation + landmark depths, metric from body proportions",
             "max_people": self.max_people,
             "source": self.source,
@@ -122,12 +130,20 @@ class MediaPipeBackend(Backend):
         return f"mediapipe-{self.version}"
 
     # --- analysis ----------------------------------------------------------------------------
-    def _process(self, image: np.ndarray):
-        """One Holistic pass (the graph is shared: passes must not overlap)."""
+    def _process(self, image: np.ndarray, hips, top, full: bool = True):
+        """Holistic's landmarks of the person at ``hips``/``top``, with hands and face when
+        ``full`` (the graphs are shared: calls must not overlap)."""
         with self._lock:
             if self._holistic is None:
                 raise BackendError("the mediapipe model was unloaded during the request", 503)
-            return self._holistic.process(image)
+            return (self._holistic if full else self._pose).process(image, hips, top)
+
+    def _find(self, image: np.ndarray, cancel: CancelToken | None = None):
+        """The pose detector's people in the photo and its tiles (shares the lock: one graph)."""
+        with self._lock:
+            if self._detector is None:
+                raise BackendError("the mediapipe model was unloaded during the request", 503)
+            return self._detector.find_people(image, cancel)
 
     def analyze(
         self,
@@ -141,7 +157,7 @@ class MediaPipeBackend(Backend):
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
             raise BackendError(f"expected an RGB uint8 [H,W,3] photo, got {image.dtype} {image.shape}", 400)
         self.load(progress, cancel)
-        maps, self.timings = self._work.analyze_photo(self._process, image, options, self.max_people,
+        maps, self.timings = self._work.analyze_photo(self._process, self._find, image, options, self.max_people,
                                                       progress, cancel)
         maps["source"] = self.source
         return maps

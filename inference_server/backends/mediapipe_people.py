@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The offline backend's work: people from MediaPipe Holistic passes, then their maps.
+"""The offline backend's work: people from the pose detector and MediaPipe Holistic, then maps.
 
-People: Holistic sees one person per pass; after each pass that person is painted out and the
-photo is searched again, up to ``max_people``. Each instance is that pass's segmentation minus
-the pixels already claimed, cleaned by connected components. People after the first must show
-a face and both shoulders (this rejects ghosts found in objects beside a painted-out person).
+People: the wheel's pose detector finds candidates on the photo and its tiles
+(mediapipe_detector); Holistic's landmark models then look at each, in the detector's box
+(mediapipe_landmarker), and a person is kept when they show both shoulders. Two candidates on
+one person count once. Masks: each person's segmentation near their own seen bones; a pixel
+claimed twice goes to the nearer bones.
 Geometry (parts, pseudo-depth, normals) is computed on a WORK_SIDE grid and upsampled.
 Imported lazily by ``mediapipe_cpu`` so the server starts where OpenCV/MediaPipe are absent.
 """
@@ -38,6 +39,21 @@ WORK_SIDE = 256  # long side of the grid for parts/depth (smooth fields; upsampl
 MIN_PERSON_AREA = 0.002  # fraction of the photo below which a detection is noise
 MAX_LIMB_OFFSET = 0.5  # metres; landmark depths beyond this from the hips are not trusted
 MIN_PIECE_FRACTION = 0.02  # a mask piece smaller than this share of the person is dropped
+SAME_PERSON = 0.3  # two passes' torso points this close (x torso size): one person
+SAME_FACE = 0.15  # two seen noses this close (x torso size): one person
+SAME_BOX = 0.3  # ...or their boxes' centres this close (x radius), radii within this ratio... (see _same_person)
+MIN_LEGS_SEEN = 0.3  # a person beside a bigger one, with no face found, shows legs this well
+NESTED_SIZE, NESTED_SHARE = 0.8, 0.6  # see _inside_another
+REFINE_PASSES = 1  # pose-only looks again at the landmarks' own box (then one with hands and face)
+MIN_SHOULDER_VISIBILITY = 0.5  # a person shows both shoulders (a held helmet does not)
+MASK_REACH = 0.8  # a person's mask ends this far (x torso size) from their seen bones
+# Bones drawn to share contested mask pixels: arms, legs, the torso's outline, the head.
+BONES = tuple((POSE[a], POSE[b]) for a, b in (
+    ("left_shoulder", "right_shoulder"), ("left_hip", "right_hip"), ("left_shoulder", "left_hip"),
+    ("right_shoulder", "right_hip"), ("left_shoulder", "left_elbow"), ("left_elbow", "left_wrist"),
+    ("right_shoulder", "right_elbow"), ("right_elbow", "right_wrist"), ("left_hip", "left_knee"),
+    ("left_knee", "left_ankle"), ("right_hip", "right_knee"), ("right_knee", "right_ankle"),
+    ("nose", "left_shoulder"), ("nose", "right_shoulder"), ("left_ear", "right_ear")))
 
 
 @dataclass
@@ -48,6 +64,7 @@ class Person:
     left_hand: np.ndarray | None  # [21,2] px
     right_hand: np.ndarray | None
     face: np.ndarray | None  # [468,2] px
+    roi: tuple = ((0.0, 0.0), (0.0, 0.0))  # the landmarks' box: hips' centre, body-circle point (px)
 
 
 def _points(landmarks, w: int, h: int) -> np.ndarray | None:
@@ -72,49 +89,163 @@ def _clean(mask: np.ndarray, keep_points: np.ndarray) -> np.ndarray:
     return keep[labels]
 
 
-def detect_people(process, image: np.ndarray, max_people: int,
+def detect_people(process, find, image: np.ndarray, max_people: int,
                   cancel: CancelToken | None = None) -> list[Person]:
-    """People in ``image`` via repeated Holistic passes; ``process`` runs one pass."""
+    """People in ``image``, largest first: ``find`` gives the detector's candidates
+    (mediapipe_detector), ``process(image, hips, top, full)`` Holistic's landmarks at one
+    (mediapipe_landmarker; ``full`` False: the pose alone, to place people cheaply)."""
     h, w = image.shape[:2]
-    claimed = np.zeros((h, w), bool)
     people: list[Person] = []
-    work = image
-    for _ in range(max_people):
+    seg: list[np.ndarray] = []
+    for cand in find(image, cancel):
         if cancel is not None:
             cancel.check()
-        res = process(work)
-        if res.pose_landmarks is None or res.segmentation_mask is None:
+        if _on_a_bigger_one(cand, people, seg):
+            continue  # part of someone already placed, seen through a small tile
+        got = _person_at(process, image, cand.hips, cand.top, REFINE_PASSES)
+        if got is None or any(_same_person(got[0], p) for p in people):
+            continue
+        people.append(got[0])
+        seg.append(got[1])
+        if len(people) >= max_people:
             break
-        lm = res.pose_landmarks.landmark
-        pose = np.array([(p.x * w, p.y * h, 0.0, p.visibility) for p in lm], np.float32)
-        world = np.array([(p.x, p.y, p.z) for p in res.pose_world_landmarks.landmark], np.float32)
-        pose[:, 2] = world[:, 2]
-        visible = pose[pose[:, 3] >= 0.5, :2]
-        vis_in = visible[(visible[:, 0] >= 0) & (visible[:, 0] < w) & (visible[:, 1] >= 0)
-                         & (visible[:, 1] < h)].astype(int)
-        if people and len(vis_in) and claimed[vis_in[:, 1], vis_in[:, 0]].mean() > 0.5:
-            break  # found someone already taken (their painted-out outline)
-        if people and (res.face_landmarks is None
-                       or pose[[POSE["left_shoulder"], POSE["right_shoulder"]], 3].min() < 0.5):
-            # After a paint-out the detector also "finds" people in objects next to the
-            # painted area (a held helmet); extra people must show a face and shoulders.
+    # Hands and face once per person, at their settled box (the last of the refining looks).
+    for k, person in enumerate(people):
+        full = _person_at(process, image, *person.roi, 0, full=True)
+        if full is not None:
+            people[k], seg[k] = full
+    biggest = int(np.argmax([_torso_size(p.pose) for p in people])) if people else -1
+    keep: list[int] = []
+    for k in range(len(people)):  # the detector's most certain first: a ghost lies on a kept one
+        if not _inside_another(k, people, seg, keep) and (
+                k == biggest or people[k].face is not None or _legs_seen(people[k]) >= MIN_LEGS_SEEN):
+            keep.append(k)
+    people, seg = [people[k] for k in keep], [seg[k] for k in keep]
+    _share_masks(people, seg, (h, w))
+    people = [p for p in people if p.mask.sum() >= MIN_PERSON_AREA * h * w]
+    return sorted(people, key=lambda p: -int(p.mask.sum()))
+
+
+def _person_at(process, image: np.ndarray, hips, top, refine: int, full: bool = False):
+    """(Person, segmentation [H,W] bool) at the box of ``hips`` and ``top`` (a detection's), or
+    None when the landmark model finds nobody there, or someone without shoulders (an object).
+    The landmarks' own box (their auxiliary hips and body-circle points) is looked at ``refine``
+    more times, as MediaPipe does from frame to frame: candidates of one person from different
+    tiles settle on one answer. ``Person.roi`` is the last answer's box."""
+    h, w = image.shape[:2]
+    res = process(image, hips, top, full)
+    for _ in range(refine):
+        if res.auxiliary_landmarks is None:
             break
-        mask = (res.segmentation_mask > SEGMENTATION_THRESHOLD) & ~claimed
-        mask = _clean(mask, vis_in.astype(np.float32))
-        if mask.sum() < MIN_PERSON_AREA * h * w:
+        aux = [(p.x * w, p.y * h) for p in res.auxiliary_landmarks.landmark[:2]]
+        again = process(image, aux[0], aux[1], full)
+        if again.pose_landmarks is None:
             break
-        people.append(Person(mask, pose, world, _points(res.left_hand_landmarks, w, h),
-                             _points(res.right_hand_landmarks, w, h),
-                             _points(res.face_landmarks, w, h)))
-        claimed |= mask
-        if len(people) < max_people:
-            # Paint the person out (a little wider than the mask) and look again.
-            wide = cv2.dilate(mask.astype(np.uint8), np.ones((15, 15), np.uint8))
-            wide[claimed] = 1
-            fill = cv2.mean(image, mask=1 - wide)[:3]
-            work = image.copy()
-            cv2.copyTo(np.full_like(image, np.array(fill, np.uint8)), wide, work)
-    return people
+        res = again
+    if (res.pose_landmarks is None or res.pose_world_landmarks is None or res.segmentation_mask is None
+            or res.auxiliary_landmarks is None):
+        return None
+    lm = res.pose_landmarks.landmark
+    pose = np.array([(p.x * w, p.y * h, 0.0, p.visibility) for p in lm], np.float32)
+    world = np.array([(p.x, p.y, p.z) for p in res.pose_world_landmarks.landmark], np.float32)
+    pose[:, 2] = world[:, 2]
+    if pose[[POSE["left_shoulder"], POSE["right_shoulder"]], 3].min() < MIN_SHOULDER_VISIBILITY:
+        return None  # a held helmet, a coat on a chair
+    segmentation = res.segmentation_mask > SEGMENTATION_THRESHOLD
+    aux = np.array([(p.x * w, p.y * h) for p in res.auxiliary_landmarks.landmark[:2]], np.float64)
+    person = Person(np.zeros((h, w), bool), pose, world, _points(res.left_hand_landmarks, w, h),
+                    _points(res.right_hand_landmarks, w, h), _points(res.face_landmarks, w, h),
+                    (aux[0], aux[1]))
+    return person, segmentation
+
+
+def _on_a_bigger_one(cand, people: list[Person], seg: list[np.ndarray]) -> bool:
+    """A candidate whose hips and shoulders lie on a placed person's segmentation, with a body
+    circle under NESTED_SIZE of theirs: what _inside_another would drop, skipped before its looks."""
+    for p, m in zip(people, seg):
+        h, w = m.shape
+        pts = np.round([cand.hips, cand.shoulders]).astype(int)
+        if ((pts >= 0) & (pts < (w, h))).all() and m[pts[:, 1], pts[:, 0]].all() and (
+                cand.radius * NESTED_SIZE < np.linalg.norm(np.subtract(p.roi[1], p.roi[0]))):
+            return True
+    return False
+
+
+def _legs_seen(p: Person) -> float:
+    """Mean visibility of the knees and ankles. A ghost in an object beside someone (the helmet
+    an astronaut holds) has a torso and arms but no face and no legs."""
+    return float(p.pose[[POSE[n] for n in ("left_knee", "right_knee", "left_ankle", "right_ankle")], 3].mean())
+
+
+def _inside_another(k: int, people: list[Person], seg: list[np.ndarray], kept: list[int]) -> bool:
+    """A "person" whose seen landmarks lie on a kept, not much smaller one's segmentation: the
+    landmark model fitted a second body into someone's chest, or hung one from their head."""
+    p = people[k]
+    h, w = seg[k].shape
+    pts = np.round(p.pose[p.pose[:, 3] >= 0.5, :2]).astype(int)
+    pts = pts[(pts[:, 0] >= 0) & (pts[:, 0] < w) & (pts[:, 1] >= 0) & (pts[:, 1] < h)]
+    if len(pts) == 0:
+        return False
+    size = _torso_size(p.pose)
+    return any(_torso_size(o.pose) > NESTED_SIZE * size and m[pts[:, 1], pts[:, 0]].mean() > NESTED_SHARE
+               for o, m in ((people[j], seg[j]) for j in kept))
+
+
+def _torso_size(pose: np.ndarray) -> float:
+    s = pose[[POSE["left_shoulder"], POSE["right_shoulder"]], :2]
+    hp = pose[[POSE["left_hip"], POSE["right_hip"]], :2]
+    return max(float(np.linalg.norm(s.mean(0) - hp.mean(0))), float(np.linalg.norm(s[0] - s[1])), 1.0)
+
+
+def _same_person(a: Person, b: Person) -> bool:
+    """Two candidates that landed on one person: the same box, one nose, or torso points all close."""
+    (ca, ta), (cb, tb) = a.roi, b.roi
+    ra, rb = float(np.linalg.norm(np.subtract(ta, ca))), float(np.linalg.norm(np.subtract(tb, cb)))
+    if np.linalg.norm(np.subtract(ca, cb)) < SAME_BOX * max(ra, rb) and min(ra, rb) > SAME_BOX * max(ra, rb):
+        return True
+    size = min(_torso_size(a.pose), _torso_size(b.pose))
+    nose = POSE["nose"]
+    if min(a.pose[nose, 3], b.pose[nose, 3]) >= 0.5 and (
+            np.linalg.norm(a.pose[nose, :2] - b.pose[nose, :2]) < SAME_FACE * size):
+        return True  # one face: a second body hung from it (upside down, or shrunk into the chest)
+    idx = [POSE[n] for n in ("nose", "left_shoulder", "right_shoulder", "left_hip", "right_hip")]
+    d = np.linalg.norm(a.pose[idx, :2] - b.pose[idx, :2], axis=1).mean()
+    return d < SAME_PERSON * size
+
+
+def _skeleton_distance(pose: np.ndarray, box) -> np.ndarray:
+    """Distance (px) of each pixel of ``box`` (photo slices) from the person's seen bones."""
+    ys, xs = box
+    canvas = np.full((ys.stop - ys.start, xs.stop - xs.start), 255, np.uint8)
+    pts = pose[:, :2] - np.array([xs.start, ys.start], np.float32)
+    seen = pose[:, 3] >= 0.5
+    for a, b in BONES:
+        if seen[a] and seen[b]:
+            cv2.line(canvas, tuple(int(v) for v in np.round(pts[a])), tuple(int(v) for v in np.round(pts[b])), 0, 1)
+    if canvas.min() > 0:
+        return np.zeros(canvas.shape, np.float32)  # nothing seen to measure from: no limit
+    return cv2.distanceTransform(canvas, cv2.DIST_L2, 3)
+
+
+def _share_masks(people: list[Person], seg: list[np.ndarray], hw: tuple[int, int]) -> None:
+    """Each person's mask: their segmentation near their own seen bones; a pixel two people's
+    segmentations claim goes to the one whose bones are nearer (people side by side, in front)."""
+    h, w = hw
+    owner = np.zeros((h, w), np.int32)
+    best = np.full((h, w), np.inf, np.float32)
+    for k, (person, m) in enumerate(zip(people, seg), start=1):
+        ys, xs = np.nonzero(m)
+        if len(ys) == 0:
+            continue
+        box = (slice(ys.min(), ys.max() + 1), slice(xs.min(), xs.max() + 1))
+        d = _skeleton_distance(person.pose, box)
+        take = m[box] & (d <= MASK_REACH * _torso_size(person.pose)) & (d < best[box])
+        owner[box][take] = k
+        best[box][take] = d[take]
+    for k, person in enumerate(people, start=1):
+        vis = person.pose[person.pose[:, 3] >= 0.5, :2]
+        vis_in = vis[(vis[:, 0] >= 0) & (vis[:, 0] < w) & (vis[:, 1] >= 0) & (vis[:, 1] < h)]
+        person.mask = _clean(owner == k, vis_in)
 
 
 def person_geometry(person: Person, intrinsics: np.ndarray, hw: tuple[int, int]):
@@ -162,7 +293,7 @@ def person_geometry(person: Person, intrinsics: np.ndarray, hw: tuple[int, int])
     return box, parts, depth, normal, hips_z
 
 
-def analyze_photo(process, image: np.ndarray, options: AnalyzeOptions, max_people: int,
+def analyze_photo(process, find, image: np.ndarray, options: AnalyzeOptions, max_people: int,
                   progress: ProgressFn, cancel: CancelToken) -> tuple[dict, dict[str, float]]:
     """Canonical maps (all but ``source``) of one RGB photo, and seconds per stage."""
     timings: dict[str, float] = {}
@@ -178,8 +309,8 @@ def analyze_photo(process, image: np.ndarray, options: AnalyzeOptions, max_peopl
     cancel.check()
 
     t0 = time.perf_counter()
-    progress("detect", 0.1, "finding people (MediaPipe Holistic)")
-    people = detect_people(process, image, max_people, cancel)
+    progress("detect", 0.1, "finding people (MediaPipe pose detector, then Holistic per person)")
+    people = detect_people(process, find, image, max_people, cancel)
     timings["detect"] = time.perf_counter() - t0
     cancel.check()
 

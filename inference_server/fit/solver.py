@@ -40,6 +40,7 @@ from .bones import BODY_BONES, FINGER_BONES
 from .body_model import BodyModel
 from .correspondences import JOINT_NAMES
 from .group import Group, compiled_for
+from .guessed import joint_sources, limb_report
 from .limits import hinge_floors, hinge_rows
 from .observations import PersonObservation, class_index_of_vertices
 from .problem import PersonProblem
@@ -387,6 +388,10 @@ def _fit_people(body, observations, settings, progress, cancel) -> dict:
                            np.stack([f.placement for f in fits]))
     arrays["person_ids"] = np.array([f.person_id for f in fits], np.int32)
     arrays["joints_estimated"] = np.stack([f.joints_estimated for f in fits])
+    by_id = {o.person_id: o for o in observations}
+    for f, joints in zip(fits, arrays["joints"]):  # seen, from the 3D pose or the prior's (guessed.py)
+        o = by_id[f.person_id]
+        f.report["guessed"] = limb_report(joint_sources(o.seen, o.world_weights, joints, o.intrinsics, o.size))
     arrays["reports"] = np.array([json.dumps(f.report) for f in fits])
     if progress is not None:
         progress("fit", 1.0, f"fitted {len(fits)} bodies")

@@ -125,6 +125,21 @@ def pose_armature(arm: bpy.types.Object, rest_matrices, pose_matrices, parents) 
     bpy.context.view_layer.update()
 
 
+def write_guessed_groups(obj: bpy.types.Object, guessed: dict, vertex_parts: np.ndarray, part_names) -> list[str]:
+    """Vertex groups saying which vertices the photo showed and which the fit guessed (from 3D
+    cues, occluded, out of the frame), from the fit report's ``guessed``; their names. Not bone
+    names, so the armature ignores them; the artist selects them in Edit Mode."""
+    from ..core.body.guessed import GROUP_NAMES, vertex_sources
+
+    made = []
+    for source, idx in vertex_sources(guessed, vertex_parts, part_names).items():
+        group = obj.vertex_groups.new(name=GROUP_NAMES[source])
+        group.add(idx.tolist(), 1.0, "REPLACE")
+        made.append(group.name)
+    obj["sapiens_guessed_groups"] = made
+    return made
+
+
 def skin_to_armature(obj: bpy.types.Object, arm: bpy.types.Object) -> None:
     """Parent the mesh to the armature (same local frame) with an Armature modifier."""
     obj.parent = arm
@@ -218,6 +233,7 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
                               f"{label} armature", collection)
     arm["sapiens_rig_names"] = rig_names
     write_bone_weights(obj, names, template.weight_bones, template.weight_values)
+    write_guessed_groups(obj, report.fit.get("guessed") or {}, template.vertex_parts, template.part_names)
     skin_to_armature(obj, arm)
     place(arm, fit.placement[i])
     pose_armature(arm, fit.rest_bone_matrices[i], fit.bone_matrices[i], parents)

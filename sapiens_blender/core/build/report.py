@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from ..body.guessed import summary as guessed_summary
+
 
 def _plain(value):
     """JSON-ready: tuples to lists, numpy scalars to Python numbers, NaN to None."""
@@ -141,6 +143,9 @@ class PersonReport:
             fit_line = fit_summary(b.fit)
             if fit_line:
                 lines.append(f"    fit: {fit_line}")
+            guessed_line = guessed_summary(b.fit.get("guessed"))
+            if guessed_line:  # which limbs the photo did not show (the body's vertex groups say too)
+                lines.append(f"    guessed: {guessed_line}")
         if has_mesh:
             lines.append(
                 f"  person {person_id}: {self.vertices} vertices, {self.faces} faces, "

@@ -147,10 +147,16 @@ def test_mirrored_photo_shows_a_mirrored_person(results):
             if ko[i, 2] < 0.8 or km[j, 2] < 0.8:  # occluded joints are guesses, not measurements
                 continue
             kind = "face" if i in face_slots else "body"
-            # Face mesh points are precise; body landmarks come from a 256-px pose crop.
-            tol = (0.01 if kind == "face" else 0.04) * width
-            assert abs((width - ko[i, 0]) - km[j, 0]) < tol, (KEYPOINT_NAMES[i], KEYPOINT_NAMES[j])
-            assert abs(ko[i, 1] - km[j, 1]) < tol, (KEYPOINT_NAMES[i], KEYPOINT_NAMES[j])
+            # Face mesh points are precise; body landmarks come from a 256-px pose crop placed
+            # by the detector's tiles and refined, so the two crops differ (shoulders inside the
+            # suit by up to ~7 % of the width). Handedness: the flip partner's mirror is nearer
+            # than the same joint's mirror.
+            tol = (0.01 if kind == "face" else 0.08) * width
+            mirrored = np.array([width - ko[i, 0], ko[i, 1]])
+            assert np.abs(mirrored - km[j, :2]).max() < tol, (KEYPOINT_NAMES[i], KEYPOINT_NAMES[j])
+            if kind == "body":
+                same = np.array([width - ko[j, 0], ko[j, 1]])
+                assert np.linalg.norm(mirrored - km[j, :2]) < np.linalg.norm(same - km[j, :2]), KEYPOINT_NAMES[j]
             checked[kind] += 1
     assert checked["body"] >= 6 and checked["face"] >= 20, checked
     # And the mask is the mirror image of the original's.

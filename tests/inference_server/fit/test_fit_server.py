@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from inference_server.fit.guessed import LIMBS  # noqa: E402
 from server_harness import start_server  # noqa: E402
 
 from sapiens_blender.core.remote.analysis import body_template, fit_body  # noqa: E402
@@ -43,6 +44,10 @@ def test_fit_and_template_round_trip(client, body_model_scene):
     assert template["faces"].shape[1] == 3 and template["faces"].max() < v.shape[1]
     report = json.loads(str(out["reports"][0]))
     assert report["depth"] == "metric" and report["reprojection_px"] < 5
+    # Per limb, what the photo showed and what was guessed (fit/guessed.py): a whole person
+    # in the frame shows the big limbs' joints.
+    assert set(report["guessed"]) == set(LIMBS)
+    assert all(report["guessed"][limb]["source"] in ("seen", "partly seen") for limb in ("left_arm", "right_leg"))
     names = [str(n) for n in template["joint_names"]]
     wrist = out["joints"][0, names.index("left_wrist")]
     assert np.linalg.norm(wrist - scene.body.joints["left_wrist"]) < 0.08

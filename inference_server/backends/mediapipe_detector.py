@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Every person in a photo, offline: the BlazePose person detector of the mediapipe wheel
+(``modules/pose_detection/pose_detection.tflite``, the one Holistic runs before its landmarks),
+run on the whole photo and on overlapping tiles, all its detections kept.
+
+Holistic keeps only its detector's best person, and that detector sees the photo squeezed to
+224 x 224: people under ~1/4 of the photo's long side are too small for it (docs/design_notes.md:
+the Tasks multi-pose landmarker recalled 7-9 of 36 labelled people). Tiles of 1/2 and 1/4 of the
+long side show them at a size it knows. The graph is the wheel's own ``PoseDetectionCpu``
+subgraph written out, so its score threshold is ours; nothing is downloaded.
+
+A detection gives the hips' centre, a point on the circle holding the whole body, and the
+shoulders' centre (BlazePose's alignment keypoints); ``person_box`` turns it into the square
+Holistic would crop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SCORE_THRESHOLD = 0.5
+TILE_FRACTIONS = (1.0, 0.5, 0.25)  # tile sides as fractions of the photo's long side
+MIN_TILE_SIDE = 96  # px; smaller tiles hold nothing the detector can see
+SAME_PERSON = 0.5  # hips and shoulders this close (x the body radius): one person seen twice
+BOX_SCALE = 1.25  # the landmark model's crop: the body circle's diameter x 1.25 (BlazePose)
+
+_GRAPH = r"""
+input_stream: "image"
+output_stream: "detections"
+node {
+  calculator: "ImageToTensorCalculator"
+  input_stream: "IMAGE:image"
+  output_stream: "TENSORS:input_tensors"
+  output_stream: "LETTERBOX_PADDING:letterbox_padding"
+  options: { [mediapipe.ImageToTensorCalculatorOptions.ext] {
+    output_tensor_width: 224 output_tensor_height: 224 keep_aspect_ratio: true
+    output_tensor_float_range { min: -1.0 max: 1.0 } border_mode: BORDER_ZERO } }
+}
+node {
+  calculator: "InferenceCalculator"
+  input_stream: "TENSORS:input_tensors"
+  output_stream: "TENSORS:detection_tensors"
+  options: { [mediapipe.InferenceCalculatorOptions.ext] {
+    model_path: "mediapipe/modules/pose_detection/pose_detection.tflite" delegate { xnnpack {} } } }
+}
+node {
+  calculator: "SsdAnchorsCalculator"
+  output_side_packet: "anchors"
+  options: { [mediapipe.SsdAnchorsCalculatorOptions.ext] {
+    num_layers: 5 min_scale: 0.1484375 max_scale: 0.75 input_size_height: 224
+    input_size_width: 224 anchor_offset_x: 0.5 anchor_offset_y: 0.5 strides: 8 strides: 16
+    strides: 32 strides: 32 strides: 32 aspect_ratios: 1.0 fixed_anchor_size: true } }
+}
+node {
+  calculator: "TensorsToDetectionsCalculator"
+  input_stream: "TENSORS:detection_tensors"
+  input_side_packet: "ANCHORS:anchors"
+  output_stream: "DETECTIONS:unfiltered_detections"
+  options: { [mediapipe.TensorsToDetectionsCalculatorOptions.ext] {
+    num_classes: 1 num_boxes: 2254 num_coords: 12 box_coord_offset: 0 keypoint_coord_offset: 4
+    num_keypoints: 4 num_values_per_keypoint: 2 sigmoid_score: true score_clipping_thresh: 100.0
+    reverse_output_order: true x_scale: 224.0 y_scale: 224.0 h_scale: 224.0 w_scale: 224.0
+    min_score_thresh: %(threshold)s } }
+}
+node {
+  calculator: "NonMaxSuppressionCalculator"
+  input_stream: "unfiltered_detections"
+  output_stream: "filtered_detections"
+  options: { [mediapipe.NonMaxSuppressionCalculatorOptions.ext] {
+    min_suppression_threshold: 0.3 overlap_type: INTERSECTION_OVER_UNION algorithm: WEIGHTED } }
+}
+node {
+  calculator: "DetectionLetterboxRemovalCalculator"
+  input_stream: "DETECTIONS:filtered_detections"
+  input_stream: "LETTERBOX_PADDING:letterbox_padding"
+  output_stream: "DETECTIONS:detections"
+}
+"""
+
+
+@dataclass
+class Candidate:
+    """One detected person, photo pixels."""
+
+    score: float
+    hips: np.ndarray  # [2] the hips' centre
+    radius: float  # the circle around the hips that holds the whole body
+    shoulders: np.ndarray  # [2] the shoulders' centre
+    top: np.ndarray  # [2] the point of that circle the body points to (sets the crop's turn)
+
+
+def person_box(c: Candidate, margin: float = 1.0) -> tuple[int, int, int]:
+    """(x0, y0, side) of the square crop around ``c`` (may reach past the photo's edges)."""
+    half = BOX_SCALE * c.radius * margin
+    side = max(8, int(round(2 * half)))
+    return int(round(c.hips[0] - side / 2)), int(round(c.hips[1] - side / 2)), side
+
+
+def tiles(hw: tuple[int, int]) -> list[tuple[int, int, int]]:
+    """(x0, y0, side) of the photo-wide pass and the overlapping square tiles (half a tile apart)."""
+    h, w = hw
+    out = []
+    for frac in TILE_FRACTIONS:
+        t = int(round(max(h, w) * frac))
+        if frac < 1.0 and t < MIN_TILE_SIDE:
+            continue
+        step = max(1, t // 2)
+        ys = [0] if t >= h else sorted(set(list(range(0, h - t, step)) + [h - t]))
+        xs = [0] if t >= w else sorted(set(list(range(0, w - t, step)) + [w - t]))
+        out += [(x, y, t) for y in ys for x in xs]
+    return out
+
+
+def merge(cands: list[Candidate]) -> list[Candidate]:
+    """One candidate per person (best score first): a detection whose hips and shoulders both
+    lie near a better one's is the same person seen in another tile."""
+    kept: list[Candidate] = []
+    for c in sorted(cands, key=lambda c: -c.score):
+        if all(max(np.linalg.norm(c.hips - k.hips), np.linalg.norm(c.shoulders - k.shoulders))
+               > SAME_PERSON * max(c.radius, k.radius) for k in kept):
+            kept.append(c)
+    return kept
+
+
+class PoseDetector:
+    """The wheel's BlazePose detector as a graph of our own (call it from one thread)."""
+
+    def __init__(self, threshold: float = SCORE_THRESHOLD):
+        from mediapipe.python.solution_base import SolutionBase
+
+        self._graph = SolutionBase(graph_config=_GRAPH % {"threshold": float(threshold)})
+
+    def close(self) -> None:
+        self._graph.close()
+
+    def detect(self, image: np.ndarray) -> list[Candidate]:
+        """Detections in one RGB uint8 image (its own pixels)."""
+        h, w = image.shape[:2]
+        res = self._graph.process({"image": np.ascontiguousarray(image)})
+        out = []
+        for d in res.detections or []:
+            k = np.array([(p.x * w, p.y * h) for p in d.location_data.relative_keypoints], np.float64)
+            if len(k) < 3:
+                continue
+            out.append(Candidate(float(d.score[0]), k[0], float(np.linalg.norm(k[1] - k[0])), k[2], k[1]))
+        return out
+
+    def find_people(self, image: np.ndarray, cancel=None) -> list[Candidate]:
+        """Every person in ``image``: detections on the photo and its tiles, merged."""
+        found = []
+        for x, y, t in tiles(image.shape[:2]):
+            if cancel is not None:
+                cancel.check()
+            for c in self.detect(image[y:y + t, x:x + t]):
+                if c.radius > 2:
+                    found.append(Candidate(c.score, c.hips + (x, y), c.radius, c.shoulders + (x, y),
+                                           c.top + (x, y)))
+        return merge(found)

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The offline backend finds every person of a group: photos composed here from the bundled
+astronaut (small people side by side, one cut by the frame's edge, one overlapping another)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from inference_server.backends.mediapipe_cpu import MediaPipeBackend
+from inference_server.dataplane.base import AnalyzeOptions
+from inference_server.processing.goliath import KEYPOINT_INDEX
+from inference_server.processing.image_io import decode_image
+from sapiens_blender.data import sample_photo_path
+
+
+@pytest.fixture(scope="module")
+def backend():
+    b = MediaPipeBackend()
+    b.load()
+    yield b
+    b.unload()
+
+
+@pytest.fixture(scope="module")
+def astronaut():
+    return decode_image(sample_photo_path().read_bytes())
+
+
+def _person(photo: np.ndarray, side: int, mirrored: bool) -> np.ndarray:
+    p = cv2.resize(photo, (side, side), interpolation=cv2.INTER_AREA)
+    return p[:, ::-1] if mirrored else p
+
+
+def _noses_on_own_masks(maps) -> None:
+    mask, kp = maps["mask"], maps["keypoints"]
+    for k in range(1, kp.shape[0] + 1):
+        x, y = kp[k - 1, KEYPOINT_INDEX["nose"], :2]
+        assert mask[int(y), int(x)] == k, f"person {k}'s keypoints sit on their own mask"
+
+
+def test_four_small_people_side_by_side(backend, astronaut):
+    """People a quarter of the photo wide: too small for one look of the pose detector."""
+    row = np.hstack([_person(astronaut, 256, k % 2 == 1) for k in range(4)])
+    photo = np.ascontiguousarray(np.vstack([row, np.full_like(row, 90)]))  # 1024 x 512
+    maps = backend.analyze(photo, AnalyzeOptions())
+    assert maps["keypoints"].shape[0] == 4
+    noses = np.sort(maps["keypoints"][:, KEYPOINT_INDEX["nose"], 0])
+    assert np.all(np.abs(noses - (np.arange(4) * 256 + 128)) < 64), noses  # one per tile
+    _noses_on_own_masks(maps)
+
+
+def test_people_cut_by_the_edge_and_overlapping(backend, astronaut):
+    """One whole person, one overlapping her from the right, one cut in half by the frame."""
+    h = 384
+    photo = np.full((h, 900, 3), 200, np.uint8)
+    a, b = _person(astronaut, h, False), _person(astronaut, h, True)
+    photo[:, 0:h] = a
+    photo[:, 300:300 + h] = np.where(b.sum(-1, keepdims=True) > 0, b, photo[:, 300:300 + h])  # over the first
+    photo[:, 900 - h // 2:] = a[:, : h // 2]  # only her left half is in the frame
+    maps = backend.analyze(np.ascontiguousarray(photo), AnalyzeOptions())
+    assert maps["keypoints"].shape[0] == 3
+    _noses_on_own_masks(maps)
+
+
+def test_tiles_cover_the_photo_at_each_scale():
+    from inference_server.backends.mediapipe_detector import TILE_FRACTIONS, tiles
+
+    h, w = 576, 1024
+    got = tiles((h, w))
+    assert got[0] == (0, 0, 1024)  # the whole photo first
+    for frac in TILE_FRACTIONS[1:]:
+        side = round(w * frac)
+        level = [t for t in got if t[2] == side]
+        covered = np.zeros((h, w), bool)
+        for x, y, s in level:
+            assert 0 <= x and x + s <= w and 0 <= y and y + s <= h
+            covered[y:y + s, x:x + s] = True
+        assert covered.all(), frac
+        # Half a tile apart: a person up to half a tile wide lies whole in one of them.
+        xs = sorted({x for x, _, _ in level})
+        assert max(np.diff(xs)) <= side // 2
+
+
+def test_one_person_seen_in_two_tiles_is_one_candidate():
+    from inference_server.backends.mediapipe_detector import Candidate, merge
+
+    def cand(score, hx, hy, r):
+        hips = np.array([hx, hy], float)
+        return Candidate(score, hips, r, hips - (0, 0.6 * r), hips - (0, r))
+
+    a, again, beside = cand(0.9, 100, 200, 80), cand(0.7, 110, 195, 70), cand(0.6, 190, 200, 80)
+    assert merge([again, a, beside]) == [a, beside]  # best first; the neighbour a body away stays
