@@ -113,6 +113,12 @@ def tiles(hw: tuple[int, int]) -> list[tuple[int, int, int]]:
     return out
 
 
+def _covers(c: Candidate, x: int, y: int, t: int) -> bool:
+    """The tile lies inside ``c``'s crop, which is more than four times its side."""
+    bx, by, side = person_box(c)
+    return side > 4 * t and bx <= x and by <= y and x + t <= bx + side and y + t <= by + side
+
+
 def merge(cands: list[Candidate]) -> list[Candidate]:
     """One candidate per person (best score first): a detection whose hips and shoulders both
     lie near a better one's is the same person seen in another tile."""
@@ -153,6 +159,8 @@ class PoseDetector:
         for x, y, t in tiles(image.shape[:2]):
             if cancel is not None:
                 cancel.check()
+            if any(_covers(c, x, y, t) for c in found):
+                continue  # inside the crop of a person found at a coarser scale
             for c in self.detect(image[y:y + t, x:x + t]):
                 if c.radius > 2:
                     found.append(Candidate(c.score, c.hips + (x, y), c.radius, c.shoulders + (x, y),
