@@ -39,6 +39,40 @@ def _text(v) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
+def _people(raw, mask: np.ndarray) -> list[int]:
+    """The mask ids to fit: the parameter ``people`` (a list of ids, or "1,3"), else everyone in
+    the mask. A malformed or repeated id is a 400."""
+    # uint8 ids: a count per value, not a sort of the whole grid
+    present = [int(i) for i in np.flatnonzero(np.bincount(mask.reshape(-1), minlength=256)) if i]
+    if raw is None:
+        ids = present
+    else:
+        items = raw.split(",") if isinstance(raw, str) else raw
+        ids = [_person_id(p) for p in items] if isinstance(items, list) else None
+        if ids is None or None in ids:
+            raise BackendError(f"parameter 'people' must be mask ids 1-255 as a list or \"1,3\", "
+                               f"got {repr(raw)[:60]}", 400)
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise BackendError(f"parameter 'people' names person {twice} more than once", 400)
+        missing = sorted(set(ids) - set(present))
+        if missing:
+            raise BackendError(f"no person {missing} in the mask; people present: {present}", 400)
+    if not ids:
+        raise BackendError("the mask holds no person: nothing to fit", 400)
+    if len(ids) > MAX_PEOPLE:
+        raise BackendError(f"{len(ids)} people: more than the {MAX_PEOPLE} one request fits", 400)
+    return ids
+
+
+def _person_id(item) -> int | None:
+    if isinstance(item, str) and item.strip().isdigit():
+        item = int(item.strip())
+    if isinstance(item, int) and not isinstance(item, bool) and 1 <= item <= 255:
+        return item
+    return None
+
+
 def fit_device(wish: str = "auto") -> str:
     """The torch device of the body fit: ``wish`` is auto | cpu | cuda | cuda:N; auto is the GPU
     when torch sees one, else the CPU.
@@ -114,6 +148,7 @@ class BodyTemplateBackend(_BodyModelBackend):
 class BodyFitBackend(_BodyModelBackend):
     name = "body_fit"
     inputs_spec = FIT_INPUTS
+    grid_inputs = tuple(k for k, v in contract.MAPS.items() if v["fit"] and v["shape"][:2] == [-1, -1])
     on_fit_device = True
 
     def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
@@ -123,27 +158,18 @@ class BodyFitBackend(_BodyModelBackend):
         from .solver import fit_people
 
         maps = self._check(inputs)
-        people = parameters.get("people")
-        ids = [int(i) for i in np.unique(maps["mask"]) if i != 0]
-        if people is not None:
-            if isinstance(people, str):
-                people = [int(p) for p in people.split(",") if p.strip()]
-            missing = sorted(set(people) - set(ids))
-            if missing:
-                raise BackendError(f"no person {missing} in the mask; people present: {ids}", 400)
-            ids = list(people)
-        if not ids:
-            raise BackendError("the mask holds no person: nothing to fit", 400)
-        if len(ids) > MAX_PEOPLE:
-            raise BackendError(f"{len(ids)} people: more than the {MAX_PEOPLE} one request fits", 400)
+        ids = _people(parameters.get("people"), maps["mask"])
         observations, skipped = [], {}
-        for pid in ids:
+        for n, pid in enumerate(ids):
+            if cancel is not None:  # a grid at the pixel cap: seconds per person
+                cancel.check()
+            progress("observe", n / len(ids), f"reading person {pid} ({n + 1} of {len(ids)})")
             try:
                 observations.append(observe(
                     pid, mask=maps["mask"], parts=maps["parts"], part_names_in=maps["part_names"],
                     intrinsics=maps["intrinsics"], keypoints=maps["keypoints"], depth=maps.get("depth"),
                     pointmap=maps.get("pointmap"), metric=maps.get("metric", True),
-                    keypoints_3d=maps.get("keypoints_3d")))
+                    keypoints_3d=maps.get("keypoints_3d"), cancel=cancel))
             except ObservationError as exc:
                 skipped[pid] = str(exc)
         if not observations:

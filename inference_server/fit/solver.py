@@ -238,6 +238,8 @@ class BodyFitter:
             stages = [{"plain": n} for n in steps]
         else:
             for prob in probs:
+                if cancel is not None:  # per person: a cancel waits for one person's start at most
+                    cancel.check()
                 prob.init_closed_form()
             metric = all(obs.metric for obs in observations)
             tries = self._other_folds(probs)
@@ -381,6 +383,8 @@ def _fit_people(body, observations, settings, progress, cancel) -> dict:
                 if settings.compile and not compiled_for(group) else ""
             progress("fit", i / max(len(observations), 1),
                      f"fitting the bod{'ies' if len(group) > 1 else 'y'} of person{'s' if len(group) > 1 else ''} {ids}{first}")
+        if cancel is not None:  # between groups and, in the group, between stages
+            cancel.check()
         fits += fitter.fit_group(group, cancel)
     if not fits:
         raise ValueError("no person to fit")
