@@ -224,21 +224,19 @@ def animate(
     def run(client):
         animation = run_clip(source, server_analyzer(client, model, max_side, cancel_event), parallel=parallel,
                              options=options, progress=progress, cancel_event=cancel_event)
-        if rig == "body":
-            from .core.motion.body_drive import drive_bodies, server_body_driver
+        from .core.motion.body_drive import drive_bodies, server_body_driver, stop_bodies
 
-            # Deferred: Blender builds each body from its fit while the server poses it.
-            drive_bodies(animation, *server_body_driver(client, cancel_event=cancel_event), progress=progress,
-                         whole_clip=offline, defer=True)
         try:
+            if rig == "body":
+                # Deferred: Blender builds each body from its fit while the server poses it.
+                drive_bodies(animation, *server_body_driver(client, cancel_event=cancel_event), progress=progress,
+                             whole_clip=offline, defer=True)
             result = build_animation(animation, name or Path(clip).stem,
                                      background=None if maps_dir or not background else clip, mesh=mesh,
                                      normal_space="OBJECT" if blend_only else "TANGENT", body_mode=body_mode,
                                      rig_names=rig_names, expressions=expressions)
-        finally:  # an error in the build leaves no pose request behind the server's back
-            for track in animation.tracks:
-                if track.body is not None and hasattr(track.body.motion, "cancel"):
-                    track.body.motion.cancel()
+        finally:  # Ctrl-C or an error in the build leaves no posing behind the server's back
+            stop_bodies(animation)
         return animation, result
 
     if maps_dir and rig == "relief":

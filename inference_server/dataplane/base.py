@@ -109,6 +109,10 @@ class Model(ABC):
 class TensorModel(Model):
     """A model whose inputs and outputs are named tensors (docs/body_format.md)."""
 
+    #: inputs that are pixel grids [H,W,...]: the server's pixel cap (--max-image-pixels, the
+    #: one photos get) applies to them before the request takes a worker
+    grid_inputs: tuple[str, ...] = ()
+
     @abstractmethod
     def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
                       cancel: CancelToken | None = None) -> dict[str, np.ndarray]:

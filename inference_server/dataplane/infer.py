@@ -16,7 +16,7 @@ from . import base
 from .base import BackendError
 from .jobs import BatchItem, Job
 from .models import DENSE_OUTPUTS, ECHO, ModelSlot, parse_body_fit, parse_options
-from ..processing.image_io import check_pixels_array, decode_image
+from ..processing.image_io import DEFAULT_MAX_PIXELS, ImageError, check_pixels_array, decode_image
 from ..protocol import contract
 from ..protocol.messages import InferRequest, MessageError, Tensor, encode_chunks, tensor
 
@@ -150,12 +150,20 @@ def prepare_maps(req: InferRequest, slot: ModelSlot, *, max_pixels: int, autoloa
 
 # ---- tensor models (the body fit) ------------------------------------------------------------
 
-def prepare_tensors(req: InferRequest, slot: ModelSlot, *, autoload: bool) -> Callable[[Job], Encoded]:
+def prepare_tensors(req: InferRequest, slot: ModelSlot, *, autoload: bool,
+                    max_pixels: int = DEFAULT_MAX_PIXELS) -> Callable[[Job], Encoded]:
     """A model whose inputs and outputs are plain tensors (``backend.infer_tensors``): every
-    numeric output travels binary (a body is ~14k vertices per person)."""
+    numeric output travels binary (a body is ~14k vertices per person). Its pixel grids are
+    held to ``max_pixels`` as photos are, before the request takes a worker."""
     inputs = {t.name: t.array for t in req.inputs}
     if len(inputs) != len(req.inputs):
         raise MessageError("each input name may appear once")
+    for name in getattr(slot.backend, "grid_inputs", ()):
+        shape = getattr(inputs.get(name), "shape", ())
+        if len(shape) >= 2 and shape[0] * shape[1] > max_pixels:
+            raise ImageError(f"input {name!r} is a {shape[1]}x{shape[0]} grid = {shape[0] * shape[1]:,} pixels, "
+                             f"more than the server's limit of {max_pixels:,} (--max-image-pixels); "
+                             f"analyse at a smaller max_side", 413)
     parameters = dict(req.parameters)
 
     def work(job: Job) -> Encoded:

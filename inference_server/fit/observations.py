@@ -130,8 +130,11 @@ def _cover_pixels(mine: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]
 
 def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints, depth=None,
             pointmap=None, metric=True, keypoints_3d=None, max_points: int = 700, max_cover: int = 400,
-            grid_side: int = 256) -> PersonObservation:
-    """Collect one person's observations from the maps arrays (docs/maps_format.md)."""
+            grid_side: int = 256, cancel=None) -> PersonObservation:
+    """Collect one person's observations from the maps arrays (docs/maps_format.md). ``cancel``
+    (the request's CancelToken) is checked between the per-part passes over the grid: on a grid
+    at the server's pixel cap, one person's reading takes seconds."""
+    check = cancel.check if cancel is not None else (lambda: None)
     mask = np.asarray(mask)
     parts = np.asarray(parts)
     h, w = mask.shape
@@ -212,6 +215,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
             covering = np.isin(parts[rr, cc], cover_ids)
             point_parts = _parts_of_labels(parts[rr, cc], names_by_id)
 
+    check()
     # Distance fields on a small grid.
     s = min(1.0, grid_side / max(h, w))
     gh, gw = max(1, int(round(h * s))), max(1, int(round(w * s)))
@@ -223,6 +227,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     part_pixels = {}
     cut = set()
     for c, cls in enumerate(BODY_CLASSES):
+        check()
         show = {cls} | {n for n in ids if cls in covered_classes(n)}
         show_ids = [ids[n] for n in show if n in ids]
         own = mine & (parts == ids[cls]) if cls in ids else np.zeros_like(mine)

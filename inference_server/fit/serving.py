@@ -23,20 +23,47 @@ FIT_INPUTS = {k: (v["datatype"], v["shape"], v["fit"] == "required") for k, v in
 MAX_PEOPLE = 16
 # Part names as docs/maps_format.md allows them (the add-on's core/maps checks the same).
 MAX_PART_NAMES, MAX_PART_NAME = 256, 64
-MOTION_INPUTS = {  # body_motion: one track of a clip (docs/body_format.md, "A body through a clip")
-    "phenotypes": ("FP32", [6], True),
-    "reference_bone_matrices": ("FP32", [-1, 4, 4], True),
-    "reference_placement": ("FP32", [4, 4], True),
-    "reference_frame": ("INT32", [1], True),
-    "targets": ("FP32", [-1, -1, 3], True),
-    "target_names": ("BYTES", [-1], True),
-    "weights": ("FP32", [-1, -1], True),
-    "smoothing": ("BYTES", [1], False),  # "causal" (default), "centred" (whole clip) or "none"
-}
+# body_motion: one track of a clip (docs/body_format.md, "A body through a clip"); smoothing is
+# "causal" (default), "centred" (whole clip) or "none"
+MOTION_INPUTS = {k: (v["datatype"], v["shape"], not v["optional"]) for k, v in contract.MOTION.items()}
 
 
 def _text(v) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def _people(raw, mask: np.ndarray) -> list[int]:
+    """The mask ids to fit: the parameter ``people`` (a list of ids, or "1,3"), else everyone in
+    the mask. A malformed or repeated id is a 400."""
+    # uint8 ids: a count per value, not a sort of the whole grid
+    present = [int(i) for i in np.flatnonzero(np.bincount(mask.reshape(-1), minlength=256)) if i]
+    if raw is None:
+        ids = present
+    else:
+        items = raw.split(",") if isinstance(raw, str) else raw
+        ids = [_person_id(p) for p in items] if isinstance(items, list) else None
+        if ids is None or None in ids:
+            raise BackendError(f"parameter 'people' must be mask ids 1-255 as a list or \"1,3\", "
+                               f"got {repr(raw)[:60]}", 400)
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise BackendError(f"parameter 'people' names person {twice} more than once", 400)
+        missing = sorted(set(ids) - set(present))
+        if missing:
+            raise BackendError(f"no person {missing} in the mask; people present: {present}", 400)
+    if not ids:
+        raise BackendError("the mask holds no person: nothing to fit", 400)
+    if len(ids) > MAX_PEOPLE:
+        raise BackendError(f"{len(ids)} people: more than the {MAX_PEOPLE} one request fits", 400)
+    return ids
+
+
+def _person_id(item) -> int | None:
+    if isinstance(item, str) and item.strip().isdigit():
+        item = int(item.strip())
+    if isinstance(item, int) and not isinstance(item, bool) and 1 <= item <= 255:
+        return item
+    return None
 
 
 def fit_device(wish: str = "auto") -> str:
@@ -114,6 +141,7 @@ class BodyTemplateBackend(_BodyModelBackend):
 class BodyFitBackend(_BodyModelBackend):
     name = "body_fit"
     inputs_spec = FIT_INPUTS
+    grid_inputs = tuple(k for k, v in contract.MAPS.items() if v["fit"] and v["shape"][:2] == [-1, -1])
     on_fit_device = True
 
     def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
@@ -123,27 +151,18 @@ class BodyFitBackend(_BodyModelBackend):
         from .solver import fit_people
 
         maps = self._check(inputs)
-        people = parameters.get("people")
-        ids = [int(i) for i in np.unique(maps["mask"]) if i != 0]
-        if people is not None:
-            if isinstance(people, str):
-                people = [int(p) for p in people.split(",") if p.strip()]
-            missing = sorted(set(people) - set(ids))
-            if missing:
-                raise BackendError(f"no person {missing} in the mask; people present: {ids}", 400)
-            ids = list(people)
-        if not ids:
-            raise BackendError("the mask holds no person: nothing to fit", 400)
-        if len(ids) > MAX_PEOPLE:
-            raise BackendError(f"{len(ids)} people: more than the {MAX_PEOPLE} one request fits", 400)
+        ids = _people(parameters.get("people"), maps["mask"])
         observations, skipped = [], {}
-        for pid in ids:
+        for n, pid in enumerate(ids):
+            if cancel is not None:  # a grid at the pixel cap: seconds per person
+                cancel.check()
+            progress("observe", n / len(ids), f"reading person {pid} ({n + 1} of {len(ids)})")
             try:
                 observations.append(observe(
                     pid, mask=maps["mask"], parts=maps["parts"], part_names_in=maps["part_names"],
                     intrinsics=maps["intrinsics"], keypoints=maps["keypoints"], depth=maps.get("depth"),
                     pointmap=maps.get("pointmap"), metric=maps.get("metric", True),
-                    keypoints_3d=maps.get("keypoints_3d")))
+                    keypoints_3d=maps.get("keypoints_3d"), cancel=cancel))
             except ObservationError as exc:
                 skipped[pid] = str(exc)
         if not observations:
@@ -203,25 +222,25 @@ class BodyMotionBackend(_BodyModelBackend):
 
     def infer_tensors(self, inputs: dict, parameters: dict, progress: ProgressFn = no_progress,
                       cancel: CancelToken | None = None) -> dict[str, np.ndarray]:
-        import json
-
         from .motion import MAX_FRAMES, MotionSettings, drive_body, rotvecs_from_bone_matrices
 
         missing = [k for k, (_d, _s, req) in MOTION_INPUTS.items() if req and k not in inputs]
         if missing:
             raise BackendError(f"body_motion needs {missing} (docs/body_format.md)", 400)
-        arr = {k: np.asarray(inputs[k]) for k, (_d, _s, req) in MOTION_INPUTS.items() if req}
+        arr = {k: np.asarray(inputs[k]) for k in MOTION_INPUTS if k in inputs}
+        for k, a in arr.items():  # the contract checked once, here: a 400 naming the tensor
+            why = contract.problem(k, a, contract.MOTION[k])
+            if why:
+                raise BackendError(f"input {why} (docs/body_format.md)", 400)
         names = [_text(x) for x in arr["target_names"].reshape(-1)]
         targets, weights = arr["targets"].astype(np.float64), arr["weights"].astype(np.float64)
         n_bones = len(self._body.bone_names)
         problems = []
-        if arr["phenotypes"].size != 6 or not np.isfinite(arr["phenotypes"]).all():
-            problems.append(f"phenotypes must be 6 finite numbers, got shape {list(arr['phenotypes'].shape)}")
+        if any(not 0 < len(n) <= MAX_PART_NAME for n in names):
+            problems.append(f"target_names must be 1 to {MAX_PART_NAME} characters each")
         if arr["reference_bone_matrices"].shape != (n_bones, 4, 4):
             problems.append(f"reference_bone_matrices must be [{n_bones},4,4], got {list(arr['reference_bone_matrices'].shape)}")
-        if arr["reference_placement"].shape != (4, 4):
-            problems.append(f"reference_placement must be [4,4], got {list(arr['reference_placement'].shape)}")
-        if targets.ndim != 3 or targets.shape[1:] != (len(names), 3):
+        if targets.shape[1] != len(names):
             problems.append(f"targets must be [T,{len(names)},3] (one column per target name), got {list(targets.shape)}")
         elif weights.shape != targets.shape[:2]:
             problems.append(f"weights must be {list(targets.shape[:2])}, got {list(weights.shape)}")
@@ -229,14 +248,14 @@ class BodyMotionBackend(_BodyModelBackend):
             problems.append(f"a track must have 1..{MAX_FRAMES} frames, got {len(targets)}")
         if problems:
             raise BackendError("; ".join(problems), 400)
-        ref = int(arr["reference_frame"].reshape(-1)[0])
-        if not 0 <= ref < len(targets):
+        ref = int(arr["reference_frame"][0])
+        if ref >= len(targets):
             raise BackendError(f"reference_frame {ref} is outside the track's {len(targets)} frames", 400)
         if not np.isfinite(targets[ref]).any():
             raise BackendError(f"the reference frame {ref} has no finite target", 422)
-        smoothing = _text(np.asarray(inputs["smoothing"]).reshape(-1)[0]) if "smoothing" in inputs else "causal"
+        smoothing = _text(arr["smoothing"][0]) if "smoothing" in arr else "causal"
         if smoothing not in ("causal", "centred", "none"):
-            raise BackendError(f"smoothing must be 'causal', 'centred' or 'none', got {smoothing!r}", 400)
+            raise BackendError(f"smoothing must be 'causal', 'centred' or 'none', got {smoothing[:40]!r}", 400)
         rot = rotvecs_from_bone_matrices(self._body, arr["phenotypes"], arr["reference_bone_matrices"])
         res = drive_body(self._body, arr["phenotypes"], rot, arr["reference_placement"], targets, names,
                          np.nan_to_num(weights, nan=0.0), ref, MotionSettings(smoothing=smoothing),
@@ -248,7 +267,7 @@ class BodyMotionBackend(_BodyModelBackend):
         return {"body_version": np.array(self._body.version), "rotvecs": f32(res.rotvecs),
                 "placement": f32(res.placement), "bone_matrices": f32(res.bone_matrices),
                 "joints": f32(res.joints), "residual_m": f32(res.residual_m),
-                "report": np.array(json.dumps(report))}
+                "report": np.array(contract.report_json(report))}
 
 
 def register_all(fit_settings: FitServerSettings | None = None) -> None:

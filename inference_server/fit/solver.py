@@ -28,7 +28,6 @@ facing the camera, on the full mesh, plain Adam.
 
 from __future__ import annotations
 
-import json
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..protocol import contract
 from .bones import BODY_BONES, FINGER_BONES
 from .body_model import BodyModel
 from .correspondences import JOINT_NAMES
@@ -238,6 +238,8 @@ class BodyFitter:
             stages = [{"plain": n} for n in steps]
         else:
             for prob in probs:
+                if cancel is not None:  # per person: a cancel waits for one person's start at most
+                    cancel.check()
                 prob.init_closed_form()
             metric = all(obs.metric for obs in observations)
             tries = self._other_folds(probs)
@@ -381,7 +383,7 @@ def _fit_people(body, observations, settings, progress, cancel) -> dict:
                 if settings.compile and not compiled_for(group) else ""
             progress("fit", i / max(len(observations), 1),
                      f"fitting the bod{'ies' if len(group) > 1 else 'y'} of person{'s' if len(group) > 1 else ''} {ids}{first}")
-        fits += fitter.fit_group(group, cancel)
+        fits += fitter.fit_group(group, cancel)  # checks cancel per person and step
     if not fits:
         raise ValueError("no person to fit")
     arrays = body.evaluate(np.stack([f.rotvecs for f in fits]), np.stack([f.phenotypes for f in fits]),
@@ -392,7 +394,7 @@ def _fit_people(body, observations, settings, progress, cancel) -> dict:
     for f, joints in zip(fits, arrays["joints"]):  # seen, from the 3D pose or the prior's (guessed.py)
         o = by_id[f.person_id]
         f.report["guessed"] = limb_report(joint_sources(o.seen, o.world_weights, joints, o.intrinsics, o.size))
-    arrays["reports"] = np.array([json.dumps(f.report) for f in fits])
+    arrays["reports"] = np.array([contract.report_json(f.report) for f in fits])  # NaN -> null
     if progress is not None:
         progress("fit", 1.0, f"fitted {len(fits)} bodies")
     return arrays

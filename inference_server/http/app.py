@@ -224,7 +224,7 @@ def create_app(config: ServerConfig) -> tuple[GuardMiddleware, JobManager]:
             if slot is None:
                 work = prepare_echo(req)
             elif slot.tensor_model:
-                work = prepare_tensors(req, slot, autoload=config.autoload)
+                work = prepare_tensors(req, slot, autoload=config.autoload, max_pixels=config.max_image_pixels)
             else:
                 work = prepare_maps(req, slot, max_pixels=config.max_image_pixels,
                                     autoload=config.autoload, fit_slot=fit_slot())

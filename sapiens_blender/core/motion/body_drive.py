@@ -68,6 +68,9 @@ class TrackBody:
     motion: "BodyMotion | Future"
     # The face's smoothing look-ahead (core/motion/face.py): the body's (None = the whole clip).
     expression_lag: int | None = DEFAULT_LAG
+    # Set by ``stop_bodies``: the deferred posing stops on the server too (a running Future
+    # cannot be cancelled, and the interpreter's exit would wait for it)
+    stop: threading.Event | None = None
 
     def settle(self) -> BodyMotion:
         """The motion, waiting for it if it is still being computed (raises what the server did)."""
@@ -116,8 +119,11 @@ def server_body_driver(client, timeout: float | None = None,
         template = template_for(client, arrays, timeout)
         return template, BodyFit.from_arrays(arrays, template=template)
 
-    def pose_track(progress=None, **inputs):
-        return analysis.body_motion(client, cancel_event=cancel_event, timeout=timeout, progress=progress, **inputs)
+    def pose_track(progress=None, cancel_event=None, **inputs):
+        either = _AnyEvent(bound, cancel_event)  # the caller's cancel, or the drive's own stop
+        return analysis.body_motion(client, cancel_event=either, timeout=timeout, progress=progress, **inputs)
+
+    bound = cancel_event
 
     return fit_reference, pose_track
 
@@ -144,6 +150,7 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
         groups.setdefault(id(t.reference_maps), []).append(t)
     done = 0
     background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens-body-motion") if defer else None
+    stop = threading.Event() if defer else None
     for tracks in groups.values():
         maps = tracks[0].reference_maps
         people = sorted({int(t.reference_person) for t in tracks})
@@ -163,9 +170,10 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
                 if progress is not None and fraction is not None:
                     progress(done + min(max(float(fraction), 0.0), 1.0), len(todo), f"track {t.id}: {message}")
 
-            args = (t, animation.joint_names, fit, pose_track, frames_done, "centred" if whole_clip else "causal")
+            args = (t, animation.joint_names, fit, pose_track, frames_done, "centred" if whole_clip else "causal",
+                    stop)
             body = TrackBody(template, fit, int(t.reference_person), int(t.reference_frame), None,
-                             None if whole_clip else DEFAULT_LAG)
+                             None if whole_clip else DEFAULT_LAG, stop)
             if background is not None:
                 body.motion = background.submit(_motion_of, *args)
                 t.body = body
@@ -183,6 +191,27 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
     animation.notes.extend(notes)
     animation.source = summarise_source(animation)
     return notes
+
+
+def stop_bodies(animation: Animation) -> None:
+    """Stop every deferred posing still queued or running, on the server too (Ctrl-C, a failed
+    build): the running one ends at the server's next frame (RequestCancelled)."""
+    for t in animation.tracks:
+        body = t.body
+        if body is not None and isinstance(body.motion, Future):
+            body.motion.cancel()
+            if body.stop is not None:
+                body.stop.set()
+
+
+class _AnyEvent:
+    """Set when any of its events is (what the remote calls read of a cancel event)."""
+
+    def __init__(self, *events):
+        self._events = [e for e in events if e is not None]
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self._events)
 
 
 def settle_bodies(animation: Animation) -> list[str]:
@@ -216,7 +245,7 @@ def summarise_source(animation: Animation) -> str:
 
 
 def _motion_of(track: TrackAnimation, joint_names, fit: BodyFit, pose_track: PoseTrack, progress=None,
-               smoothing: str = "causal") -> BodyMotion:
+               smoothing: str = "causal", stop: threading.Event | None = None) -> BodyMotion:
     """The server's poses of ``track``'s body (fitted in ``fit``), checked and brought into the
     model frame of the fitted frame's placement."""
     template_bones = fit.bone_matrices.shape[1]
@@ -226,7 +255,7 @@ def _motion_of(track: TrackAnimation, joint_names, fit: BodyFit, pose_track: Pos
     out = pose_track(phenotypes=fit.phenotypes[i], reference_bone_matrices=fit.bone_matrices[i],
                      reference_placement=fit.placement[i], reference_frame=ref, targets=track.joints,
                      target_names=list(joint_names), weights=weights, smoothing=smoothing,
-                     progress=progress)
+                     progress=progress, cancel_event=stop)
     t_len = len(track.frames)
     bones = np.asarray(out.get("bone_matrices"), np.float64)
     placement = np.asarray(out.get("placement"), np.float64)
@@ -255,3 +284,4 @@ def _motion_of(track: TrackAnimation, joint_names, fit: BodyFit, pose_track: Pos
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+

@@ -101,6 +101,12 @@ def _infer_watched(client, model, inputs, parameters, progress, cancel_event, re
     try:
         outputs = client.infer(model, inputs, parameters=parameters, request_id=request_id,
                                timeout=timeout)
+    except (KeyboardInterrupt, SystemExit):
+        # Ctrl-C: the server's job must not run on for nobody (the closed connection says so
+        # too, but a proxy between us may keep the server's side open)
+        done.set()
+        _cancel_quietly(client, request_id)
+        raise
     finally:
         done.set()
         poller.join(5)
@@ -206,6 +212,15 @@ def _photo_bytes(photo) -> bytes:
 
 def _text(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, (bytes, np.bytes_)) else str(value)
+
+
+def _cancel_quietly(client, request_id: str) -> None:
+    try:
+        client.cancel(request_id, timeout=2.0)
+    except SapiensServerError as exc:
+        log.debug("cancel of %s failed: %s", request_id, exc)
+    finally:
+        client.release_connection()
 
 
 def _watch(client, request_id, progress, cancel_event, done, interval, grace, caller) -> None:

@@ -276,6 +276,9 @@ class V2Client:
                 raise
             conn.close()
             raise RequestCancelled(f"the request was abandoned by the client ({method} {path})") from None
+        except BaseException:  # Ctrl-C mid-exchange: a closed socket tells the server to stop, and
+            conn.close()  # a half-read answer must not be read as the next one's
+            raise
         if status not in accept:
             self._raise(status, resp_headers, body, method, path, model)
         return status, resp_headers, body
