@@ -37,6 +37,7 @@ class ScanView:
     maps: Maps
     person_id: int
     vertices: np.ndarray  # [V,3] the body posed as in this view, camera frame
+    quality: float = 1.0  # 0..1: how well the fit matches this view (its texels weigh this much more or less)
 
 
 def _edge_distance(mine: np.ndarray, limit: int = EDGE_PX) -> np.ndarray:
@@ -52,7 +53,7 @@ def _edge_distance(mine: np.ndarray, limit: int = EDGE_PX) -> np.ndarray:
 
 
 def scan_dressing(views: list, faces, vertex_parts, rest_vertices=None, head_part: int | None = None,
-                  hairline: float | None = None, iterations: int = 200) -> tuple[Dressing, np.ndarray]:
+                  hairline: float | None = None, iterations: int = 200, zbufs=None) -> tuple[Dressing, np.ndarray]:
     """(the clothed layer as ``dressing.dressing`` gives it, seen [V] bool: vertices some view saw)
     from every view: a vertex's thickness is the mean of the views that see it squarely (each
     weighted by its cosine), its dressed share the views' vote; only vertices no view saw are
@@ -64,10 +65,11 @@ def scan_dressing(views: list, faces, vertex_parts, rest_vertices=None, head_par
     votes = np.zeros(n)
     dressed_votes = np.zeros(n)
     hair = np.zeros(n, bool)
-    for view in views:
+    for k, view in enumerate(views):
         v = np.asarray(view.vertices, np.float64)
         normals = vertex_normals(v, f)
-        seen, pix = visible_vertices(v, f, normals, view.maps.intrinsics, view.maps.width, view.maps.height)
+        seen, pix = visible_vertices(v, f, normals, view.maps.intrinsics, view.maps.width, view.maps.height,
+                                     zbufs[k] if zbufs is not None else None)
         r, c = pix[:, 0], pix[:, 1]
         mine = np.asarray(view.maps.mask)[r, c] == view.person_id
         label = np.asarray(view.maps.parts)[r, c]
@@ -112,12 +114,23 @@ def scan_dressing(views: list, faces, vertex_parts, rest_vertices=None, head_par
     return Dressing(limit_slope(out, views[0].vertices, edges), share, report, over), known_any
 
 
-def _view_samples(view: ScanView, f: np.ndarray, face: np.ndarray, bary: np.ndarray):
+def depth_buffers(views: list, faces) -> list:
+    """Each view's depth buffer of its posed body (the clothed layer and the texture both read it)."""
+    return [depth_buffer(np.asarray(v.vertices, np.float64), faces, v.maps.intrinsics, v.maps.width, v.maps.height)
+            for v in views]
+
+
+def _view_samples(view: ScanView, f: np.ndarray, face: np.ndarray, bary: np.ndarray, zbuf=None):
     """(texel indices, colours [n,3] float, weights [n]) of the texels ``view`` sees."""
     maps = view.maps
     v = np.asarray(view.vertices, np.float64)
-    point = np.einsum("nk,nkj->nj", bary, v[f[face]])
-    normal = np.einsum("nk,nkj->nj", bary, vertex_normals(v, f)[f[face]])
+    # Only the texels of triangles turned towards the camera (about half): the rest cannot be seen.
+    tri = v[f]
+    towards = np.einsum("ij,ij->i", np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), -tri.mean(1)) > 0
+    sel = np.flatnonzero(towards[face])
+    face, bary = face[sel], bary[sel].astype(np.float32)
+    point = np.einsum("nk,nkj->nj", bary, v[f[face]].astype(np.float32)).astype(np.float64)
+    normal = np.einsum("nk,nkj->nj", bary, vertex_normals(v, f).astype(np.float32)[f[face]])
     normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-12)
     dist = np.linalg.norm(point, axis=1)
     cos = np.einsum("ij,ij->i", normal, -point) / np.maximum(dist, 1e-12)
@@ -125,15 +138,16 @@ def _view_samples(view: ScanView, f: np.ndarray, face: np.ndarray, bary: np.ndar
     pc, pr = np.floor(xy[:, 0]).astype(np.int64), np.floor(xy[:, 1]).astype(np.int64)
     inside = (pc >= 0) & (pc < maps.width) & (pr >= 0) & (pr < maps.height) & (point[:, 2] > 1e-3)
     pr, pc = pr.clip(0, maps.height - 1), pc.clip(0, maps.width - 1)
-    zbuf = depth_buffer(v, f, maps.intrinsics, maps.width, maps.height)
+    if zbuf is None:
+        zbuf = depth_buffer(v, f, maps.intrinsics, maps.width, maps.height)
     mine = np.asarray(maps.mask) == view.person_id
     edge = _edge_distance(mine)[pr, pc]
     seen = inside & (cos > FACING_MIN) & (point[:, 2] <= zbuf[pr, pc] + OCCLUSION_TOLERANCE) & (edge > 0)
     focal = float(np.asarray(maps.intrinsics)[0, 0])
     # facing x resolution (pixels per metre, squared: per area) x distance from the outline
-    weight = cos ** 2 * (focal / np.maximum(point[:, 2], 1e-3)) ** 2 * (edge / EDGE_PX)
+    weight = cos ** 2 * (focal / np.maximum(point[:, 2], 1e-3)) ** 2 * (edge / EDGE_PX) * view.quality
     idx = np.flatnonzero(seen)
-    return idx, np.asarray(maps.image)[pr[idx], pc[idx]].astype(np.float32), weight[idx].astype(np.float32)
+    return sel[idx], np.asarray(maps.image)[pr[idx], pc[idx]].astype(np.float32), weight[idx].astype(np.float32)
 
 
 def _gains(samples: list, n_texels: int) -> np.ndarray:
@@ -141,6 +155,8 @@ def _gains(samples: list, n_texels: int) -> np.ndarray:
     alternately the texels' consensus (weighted mean of the views' gained colours) and each
     view's least-squares gain onto it, over the texels two or more views see."""
     gains = np.ones((len(samples), 3))
+    # Every 7th texel: a view's gain is 3 numbers, tens of thousands of texels settle them.
+    samples = [(idx[keep], col[keep], w[keep]) for idx, col, w in samples for keep in [idx % 7 == 0]]
     count = np.zeros(n_texels)
     for idx, _c, _w in samples:
         count[idx] += 1
@@ -163,7 +179,7 @@ def _gains(samples: list, n_texels: int) -> np.ndarray:
 
 
 def fuse_texture(views: list, faces, uv, face_uv, face_parts=None, size: int = 1024, pad: int = 4,
-                 dressed=None) -> tuple[np.ndarray, np.ndarray, dict]:
+                 dressed=None, zbufs=None) -> tuple[np.ndarray, np.ndarray, dict]:
     """(RGB uint8 [size,size,3], unseen uint8 [size,size]: 255 where no view saw the texel, report).
 
     Starts from the first view's bake (its fill for what no view sees), then every texel some
@@ -178,7 +194,8 @@ def fuse_texture(views: list, faces, uv, face_uv, face_parts=None, size: int = 1
     texture, _ = bake_texture(first.maps, first.person_id, first.vertices, f, uv, face_uv, face_parts,
                               size=size, pad=0, dressed=dressed)
     n = len(rows)
-    samples = [_view_samples(view, f, face, bary) for view in views]
+    samples = [_view_samples(view, f, face, bary, zbufs[k] if zbufs is not None else None)
+               for k, view in enumerate(views)]
     gains = _gains(samples, n)
     best = np.zeros(n, np.float32)
     for idx, _c, w in samples:
@@ -222,6 +239,18 @@ def _grow(texture: np.ndarray, covered: np.ndarray, pad: int) -> np.ndarray:
     return texture
 
 
+def fit_quality(residuals) -> np.ndarray:
+    """Per view 0..1 from its fit's surface residual (m, the report's ``surface_residual_m``):
+    1 up to 1.5x the views' median, falling as the square of the ratio beyond. A view whose body
+    sits centimetres off its pixels (a profile's arm folded the wrong way) would paint the
+    wrong colours onto the body: its texels only fill what the better views do not see."""
+    r = np.asarray([np.nan if x is None else x for x in residuals], np.float64)
+    if not np.isfinite(r).any():
+        return np.ones(len(r))
+    ref = 1.5 * np.nanmedian(r)
+    return np.where(np.isfinite(r), np.clip(ref / np.maximum(r, 1e-9), 0.0, 1.0) ** 2, 1.0)
+
+
 @dataclass
 class ScanSurface:
     """Everything the views add to the fitted body of their first view."""
@@ -243,16 +272,22 @@ def scan_surface(template, fit, views: list, mode: str = "clothed", texture_size
     from .dressing import dress, head_landmarks
 
     faces = np.asarray(template.faces, np.int64)
+    zbufs = depth_buffers(views, faces)
     worn, seen = scan_dressing(views, faces, template.vertex_parts, rest_vertices=fit.rest_vertices[0],
-                               **head_landmarks(template, fit, 0))
+                               zbufs=zbufs, **head_landmarks(template, fit, 0))
     rest = np.asarray(fit.rest_vertices[0], np.float64)
     posed = np.asarray(views[0].vertices, np.float64)
     if mode == "clothed":
         rest = dress(rest, faces, worn.thickness, worn.over)
         posed = dress(posed, faces, worn.thickness, worn.over)
     per_face = body_surface.face_parts(faces, template.vertex_parts)
+    # The texture is read on the body as it is exported: with the clothed layer on (its zbufs too).
+    if mode == "clothed":
+        views = [ScanView(v.maps, v.person_id, dress(v.vertices, faces, worn.thickness, worn.over), v.quality)
+                 for v in views]
+        zbufs = depth_buffers(views, faces)
     texture, unseen, bake = fuse_texture(views, faces, template.uv, template.face_uv, per_face, size=texture_size,
-                                         dressed=worn.dressed)
+                                         dressed=worn.dressed, zbufs=zbufs)
     report = {"texture": bake, "clothing": dict(worn.report, max_thickness_m=round(float(worn.thickness.max()), 4)),
               "unseen_vertices": int((~seen).sum())}
     return ScanSurface(rest, posed, texture, unseen, ~seen, worn, report)
