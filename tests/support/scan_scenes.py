@@ -14,7 +14,6 @@ fixed camera in N views, its colours differing front, sides and back, each view 
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +32,7 @@ class ScanCase:
     colours: np.ndarray  # [V,3] float 0..255: the pattern's albedo per vertex
     yaws: np.ndarray  # degrees per view
     height: float  # m, rest height of the (undressed) body
+    gains: np.ndarray  # [V,3] the exposure each view was photographed with (view 0: 1)
 
 
 def pattern(vertices: np.ndarray) -> np.ndarray:
@@ -103,15 +103,17 @@ def make(views: int = 12, size=(320, 240), shape: str = "average", distance: flo
     reference = scenes.pose_body(POSE, shape, 0.0, (0.0, 0.0, distance))
     colours = pattern(reference.vertices)
     out_views, bodies = [], []
+    gains = np.ones((views, 3))
+    gains[1:] = rng.uniform(0.88, 1.12, (views - 1, 3))
     for k, yaw in enumerate(yaws):
         body = scene_variants.dress(scenes.pose_body(_pose(k, wiggle_deg), shape, float(yaw), (0.0, 0.0, distance)))
         scene = scenes.render([body], size, focal=_focal(size, distance))
         maps = scene_variants.degrade(scene_variants.with_clothing(scene.maps), keypoint_px=keypoint_px,
                                       depth_m=depth_m, seed=seed * 1000 + k)
-        paint(maps, body, shade(body, colours), gain=rng.uniform(0.88, 1.12, 3) if k else (1.0, 1.0, 1.0))
+        paint(maps, body, shade(body, colours), gain=gains[k])
         out_views.append(maps)
         bodies.append(body)
-    return ScanCase(out_views, bodies, colours, yaws, reference.height)
+    return ScanCase(out_views, bodies, colours, yaws, reference.height, gains)
 
 
 def _focal(size, distance: float) -> float:
@@ -128,7 +130,3 @@ def camera_ring(case: ScanCase, k: int):
     a = np.radians(case.yaws[k])
     r = np.array([[np.cos(a), 0, np.sin(a)], [0, 1, 0], [-np.sin(a), 0, np.cos(a)]])
     return (body.vertices - c) @ r.T + c, body.faces
-
-
-def copy_views(case: ScanCase) -> list:
-    return [copy.deepcopy(m) for m in case.views]

@@ -29,7 +29,8 @@ MEASURE_FACING = 0.35  # cosine: below it a view's offset to the observed surfac
 EDGE_PX = 4  # a view's pixels this close to the person's outline mix in the background: they weigh less
 BEST_SHARE = 0.35  # a view weighing under this share of a texel's best view gives it nothing
 GAIN_ROUNDS = 3  # alternations of (consensus colour, per-view gains)
-GAIN_LIMIT = (0.5, 2.0)  # a view's exposure gain per channel is kept inside this
+GAIN_LIMIT = (0.5, 2.0)
+SIMILAR = 0.6  # weight share of a texel's best view for a view to count in the exposure estimate  # a view's exposure gain per channel is kept inside this
 
 
 @dataclass
@@ -153,10 +154,17 @@ def _view_samples(view: ScanView, f: np.ndarray, face: np.ndarray, bary: np.ndar
 def _gains(samples: list, n_texels: int) -> np.ndarray:
     """[views,3] per-channel gains that bring every view's colours to the first view's exposure:
     alternately the texels' consensus (weighted mean of the views' gained colours) and each
-    view's least-squares gain onto it, over the texels two or more views see."""
+    view's least-squares gain onto it, over the texels two or more views see about as well."""
     gains = np.ones((len(samples), 3))
     # Every 7th texel: a view's gain is 3 numbers, tens of thousands of texels settle them.
     samples = [(idx[keep], col[keep], w[keep]) for idx, col, w in samples for keep in [idx % 7 == 0]]
+    # Only views that see a texel about as squarely as its best view compare: shading changes
+    # with the angle to the light (often on the camera), and an oblique view's darker pixel
+    # would read as a darker exposure.
+    best = np.zeros(n_texels, np.float32)
+    for idx, _c, w in samples:
+        np.maximum.at(best, idx, w)
+    samples = [(idx[keep], col[keep], w[keep]) for idx, col, w in samples for keep in [w >= SIMILAR * best[idx]]]
     count = np.zeros(n_texels)
     for idx, _c, _w in samples:
         count[idx] += 1
