@@ -271,74 +271,21 @@ def scan(inputs=(), *, maps_dir: str | os.PathLike | None = None, model: str = D
     or ``maps_dir``, a folder of maps .npz (one per view, as ``analyze`` writes). Frames that add
     nothing are skipped (the person's report notes say which); ``max_views`` keeps that many,
     evenly spaced. The body is posed and placed as the first view kept, through its camera."""
-    from .core.body.scan import ScanView, fit_quality
-    from .core.body.scan_views import ScanError, person_of, select_views
-    from .core.remote.scan_calls import scan_body
+    from .core.body.scan_views import ScanError, scan_frames
+    from .core.remote.scan_calls import gather_scan
     from .blender.scan import build_scan
 
-    say = progress or (lambda stage, fraction, text: None)
-    frames, names = _scan_frames(inputs, maps_dir, stride)
+    frames, names = scan_frames(inputs, maps_dir, stride)
 
     def cancelled():
         if cancel_event is not None and cancel_event.is_set():
             raise ScanError("the scan was cancelled")
 
-    def run(client):
-        views = []
-        for i, frame in enumerate(frames):
-            cancelled()
-            if frame.maps_path is not None:
-                views.append(frame.load_maps())
-            else:
-                from .core.remote.analysis import analyze_photo
-
-                say("analysis", i / len(frames), f"analysing view {i + 1} of {len(frames)}")
-                views.append(analyze_photo(client, frame.data, model, cancel_event=cancel_event))
-        chosen = select_views(views, max_views)
-        kept = [views[i] for i in chosen.kept]
-        ids = [person_of(m) for m in kept]
-        cancelled()
-        say("fit", 0.0, f"fitting one body to {len(kept)} views")
-        template, fit, fitted, notes, report = scan_body(client, kept, ids, progress=progress,
-                                                         cancel_event=cancel_event)
-        quality = fit_quality([fit.report(p).get("surface_residual_m") for p in fit.person_ids])
-        views = [ScanView(kept[k], ids[k], fit.vertices[j], float(quality[j])) for j, k in enumerate(fitted)]
-        names_kept = [names[i] for i in chosen.kept]
-        return template, fit, views, chosen.lines(names) + [f"fit skipped {n}" for n in notes] + [
-            f"{names_kept[k]} fits less well (its texture weighs {q:.2f})" for (k, q) in zip(fitted, quality) if q < 0.5], report
-
-    template, fit, views, skipped, report = _with_server(run, server, token)
+    template, fit, views, notes = _with_server(
+        lambda client: gather_scan(client, frames, names, model, max_views, progress, cancel_event), server, token)
     cancelled()
     result = build_scan(template, fit, views, name=name or Path(maps_dir or next(iter(inputs), "scan")).stem,
                         mode=body, rig_names=rig_names, texture_size=texture_size, progress=progress,
                         cancel=cancelled)
-    person = result.people[0].report
-    person.notes += skipped
-    person.notes.append(f"scan fit: {report.get('views')} views in {report.get('seconds')} s")
+    result.people[0].report.notes += notes
     return result
-
-
-def _scan_frames(inputs, maps_dir, stride: int) -> tuple[list, list]:
-    """The scan's frames (core.motion.sources.Frame) and their names, before analysis."""
-    from .core.body.scan_views import ScanError
-    from .core.motion.sources import Frame, FrameRange, open_source
-
-    inputs = [Path(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
-    if stride < 1:
-        raise ScanError(f"stride must be 1 or more, got {stride}")
-    if maps_dir is not None:
-        if inputs:
-            raise ScanError("give either INPUT... or --maps-dir, not both")
-        frames = list(open_source(maps_dir, FrameRange(stride=stride), maps=True))
-    elif len(inputs) == 1:
-        frames = list(open_source(inputs[0], FrameRange(stride=stride)))
-    elif len(inputs) >= 2:
-        missing = [str(p) for p in inputs if not p.is_file()]
-        if missing:
-            raise ScanError(f"no such photo: {missing[0]}")
-        frames = [Frame(i, p.name, data=p.read_bytes()) for i, p in enumerate(inputs) if i % stride == 0]
-    else:
-        raise ScanError("a scan needs a clip, two or more photos, or --maps-dir")
-    if len(frames) < 2:
-        raise ScanError(f"a scan needs at least 2 views, the input gives {len(frames)}")
-    return frames, [f.name for f in frames]

@@ -24,10 +24,11 @@ UNSEEN_ATTRIBUTE = "sapiens_unseen"
 
 
 def build_scan(template, fit, views: list, *, name: str = "scan", mode: str = "clothed", rig_names: str = "anny",
-               texture_size: int = 1024, progress=None, cancel=None) -> BuildResult:
+               texture_size: int = 1024, progress=None, cancel=None, surface=None) -> BuildResult:
     """One body for ``fit`` (one row per view, core.body.records.BodyFit) and ``views``
     (core.body.scan.ScanView per row), posed and placed as the first view, its camera the first
-    view's. ``cancel``: a callable raising to stop between stages."""
+    view's. ``cancel``: a callable raising to stop between stages. ``surface``: the
+    core.body.scan.scan_surface already computed (the panel does it off the main thread)."""
     from ..core.body import surface as body_surface
     from ..core.body.pose import fit_joints
     from ..core.body.rig_names import retarget_rig
@@ -39,7 +40,7 @@ def build_scan(template, fit, views: list, *, name: str = "scan", mode: str = "c
     started = time.perf_counter()
     say = progress or (lambda stage, fraction, text: None)
     say("texture", 0.0, f"texture and clothing from {len(views)} views")
-    surf = scan_surface(template, fit, views, mode=mode, texture_size=texture_size)
+    surf = surface or scan_surface(template, fit, views, mode=mode, texture_size=texture_size)
     timings["surface"] = time.perf_counter() - started
     if cancel is not None:
         cancel()

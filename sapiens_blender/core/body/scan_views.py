@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -114,3 +116,28 @@ def select_views(views: list, max_views: int | None = None) -> Selection:
         raise ScanError(f"a scan needs at least {MIN_VIEWS} usable views, {len(kept)} of {len(views)} are"
                         + (f" ({why})" if why else ""))
     return Selection(kept, skipped)
+
+
+def scan_frames(inputs, maps_dir, stride: int) -> tuple[list, list]:
+    """The scan's frames (core.motion.sources.Frame) and their names, before analysis."""
+    from ..motion.sources import Frame, FrameRange, open_source
+
+    inputs = [Path(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
+    if stride < 1:
+        raise ScanError(f"stride must be 1 or more, got {stride}")
+    if maps_dir is not None:
+        if inputs:
+            raise ScanError("give either INPUT... or --maps-dir, not both")
+        frames = list(open_source(maps_dir, FrameRange(stride=stride), maps=True))
+    elif len(inputs) == 1:
+        frames = list(open_source(inputs[0], FrameRange(stride=stride)))
+    elif len(inputs) >= 2:
+        missing = [str(p) for p in inputs if not p.is_file()]
+        if missing:
+            raise ScanError(f"no such photo: {missing[0]}")
+        frames = [Frame(i, p.name, data=p.read_bytes()) for i, p in enumerate(inputs) if i % stride == 0]
+    else:
+        raise ScanError("a scan needs a clip, two or more photos, or --maps-dir")
+    if len(frames) < 2:
+        raise ScanError(f"a scan needs at least 2 views, the input gives {len(frames)}")
+    return frames, [f.name for f in frames]

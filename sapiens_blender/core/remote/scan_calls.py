@@ -52,3 +52,42 @@ def scan_body(client, views: list, person_ids: list, progress=None, cancel_event
     notes = [str(s) for s in np.asarray(arrays.get("skipped", [])).reshape(-1) if str(s)]
     report = json.loads(scalar_str(arrays.get("scan_report", "{}")) or "{}")
     return template, fit, np.asarray(arrays["views"]).astype(int).tolist(), notes, report
+
+
+def gather_scan(client, frames: list, names: list, model: str, max_views: int | None = None, progress=None,
+                cancel_event=None):
+    """Everything a scan needs from the server, numpy only (the panel runs it off Blender's main
+    thread, ``api.scan`` inline): frames (core.motion.sources.Frame: maps files or encoded images)
+    analysed, the views worth fitting chosen, one body fitted to them.
+    Returns (template, fit, ScanView list, notes)."""
+    from ..body.scan import ScanView, fit_quality
+    from ..body.scan_views import person_of, select_views
+    from .analysis import analyze_photo
+
+    say = progress or (lambda stage, fraction, text: None)
+
+    def cancelled():
+        if cancel_event is not None and cancel_event.is_set():
+            raise ScanError("the scan was cancelled")
+
+    views = []
+    for i, frame in enumerate(frames):
+        cancelled()
+        if frame.maps_path is not None:
+            views.append(frame.load_maps())
+        else:
+            say("analysis", i / len(frames), f"analysing view {i + 1} of {len(frames)}")
+            views.append(analyze_photo(client, frame.data, model, cancel_event=cancel_event))
+    chosen = select_views(views, max_views)
+    kept = [views[i] for i in chosen.kept]
+    ids = [person_of(m) for m in kept]
+    cancelled()
+    say("fit", 0.0, f"fitting one body to {len(kept)} views")
+    template, fit, fitted, skipped, report = scan_body(client, kept, ids, progress=progress, cancel_event=cancel_event)
+    quality = fit_quality([fit.report(p).get("surface_residual_m") for p in fit.person_ids])
+    out = [ScanView(kept[k], ids[k], fit.vertices[j], float(quality[j])) for j, k in enumerate(fitted)]
+    kept_names = [names[i] for i in chosen.kept]
+    notes = chosen.lines(names) + [f"fit skipped {n}" for n in skipped]
+    notes += [f"{kept_names[k]} fits less well (its texture weighs {q:.2f})" for k, q in zip(fitted, quality) if q < 0.5]
+    notes.append(f"scan fit: {report.get('views')} views in {report.get('seconds')} s")
+    return template, fit, out, notes

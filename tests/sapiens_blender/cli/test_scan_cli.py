@@ -53,3 +53,17 @@ def test_scan_bad_input_is_one_clear_line(tmp_path, server):
     assert out.returncode == 2 and "--maps-dir" in out.stderr
     out = run_cli("scan", "--maps-dir", empty, "-o", tmp_path / "x.obj")
     assert out.returncode == 2 and "unsupported output" in out.stderr
+
+
+def test_batch_scans_each_sub_folder(scan_case, server, tmp_path):
+    src = tmp_path / "people"
+    (src / "turning").mkdir(parents=True)
+    (src / "empty").mkdir()
+    for i, maps in enumerate(scan_case().views[::2]):  # 3 views, 120 degrees apart
+        maps.save(src / "turning" / f"view{i:02d}.npz")
+    out = run_cli("batch", src, "--scan", "--out", tmp_path / "out", "--jobs", "1",
+                  "--server", f"http://{server.url}", "--token", server.token)
+    assert out.returncode == 1, out.stderr[-3000:]  # the empty folder failed, the other was built
+    assert (tmp_path / "out" / "turning.glb").is_file() and not (tmp_path / "out" / "empty.glb").exists()
+    assert "empty" in out.stderr
+    assert validate_gltf(tmp_path / "out" / "turning.glb")["issues"]["numErrors"] == 0
