@@ -46,7 +46,29 @@ def cli(*args) -> tuple[float, subprocess.CompletedProcess]:
     return seconds, out
 
 
-def quality(case, client, tex_size: int) -> list[dict]:
+def render_grid(case, builds, path: Path) -> None:
+    """A PNG: a row per body (the truth, then each build), a column per new viewpoint."""
+    import scan_scoring
+    from PIL import Image
+
+    truth = case.bodies[0]
+    centre = 0.5 * (truth.vertices.min(0) + truth.vertices.max(0))
+    k = scan_scoring._intrinsics()
+    rows = []
+    for name, posed, faces, uv, face_uv, tex in [("truth", None, None, None, None, None)] + builds:
+        tiles = []
+        for az, el in ((0.0, 0.0), (90.0, 0.0), (180.0, 0.0), (270.0, 0.0), (135.0, 30.0)):
+            move = scan_scoring.camera(az, el, centre)
+            if posed is None:
+                mask, col = scan_scoring.render_truth(move(truth.vertices), truth.faces, case.colours, k)
+            else:
+                mask, col = scan_scoring.render_textured(move(posed), faces, uv, face_uv, tex, k)
+            tiles.append(np.where(mask[..., None], col, 255.0).clip(0, 255).astype(np.uint8))
+        rows.append(np.concatenate(tiles, 1))
+    Image.fromarray(np.concatenate(rows, 0)).save(path)
+
+
+def quality(case, client, tex_size: int, renders: Path | None = None) -> list[dict]:
     """Rows for the scan and for view 0 alone."""
     import scan_scoring
     import scoring
@@ -71,6 +93,10 @@ def quality(case, client, tex_size: int) -> list[dict]:
     tex1, _ = bs.bake_texture(case.views[0], 1, posed1, template.faces, template.uv, template.face_uv,
                               bs.face_parts(template.faces, template.vertex_parts), size=tex_size, dressed=worn.dressed)
     truth = case.bodies[0]
+    if renders is not None:
+        f, uv, fuv = template.faces, template.uv, template.face_uv
+        render_grid(case, [("scan", surf.posed, f, uv, fuv, surf.texture), ("one photo", posed1, f, uv, fuv, tex1)],
+                    renders)
     rows = []
     for name, posed, tex, rest in (("scan", surf.posed, surf.texture, fit.rest_vertices[0]),
                                    ("one photo", posed1, tex1, one.rest_vertices[0])):
@@ -95,6 +121,8 @@ def main() -> int:
     ap.add_argument("--size", type=int, nargs=2, default=(960, 720), metavar=("H", "W"))
     ap.add_argument("--quality", action="store_true", help="also score against the ground truth")
     ap.add_argument("--texture-size", type=int, default=1024)
+    ap.add_argument("--renders", type=Path, metavar="PNG",
+                    help="with --quality: the truth, the scan and one photo's body from 5 new viewpoints")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_scan_"))
     t = time.perf_counter()
@@ -123,7 +151,7 @@ def main() -> int:
         print("scan stages: " + " / ".join(s.strip() for s in stages))
         if args.quality:
             with V2Client(url, server.token) as client:
-                rows = quality(case, client, args.texture_size)
+                rows = quality(case, client, args.texture_size, args.renders)
             keys = list(rows[0])
             print("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
             for r in rows:

@@ -8,8 +8,8 @@ fixed camera in N views, its colours differing front, sides and back, each view 
 - per view: the body turned by 360 k / N degrees, the arms a few degrees off the first view's
   pose, keypoints 1.5 px and depth 5 mm of noise, a light that stays with the camera (shading by
   the surface's angle to it) and an exposure that differs per view (a gain per channel);
-- ``camera_ring`` turns the first view's camera round the body instead (the moving-camera
-  variant is the same body seen from other places; the scan's tests use the turning one).
+- a camera going round a person who stands still gives the fit the same thing (one relative
+  placement per view), so only the turning variant is made here.
 """
 
 from __future__ import annotations
@@ -35,13 +35,16 @@ class ScanCase:
     gains: np.ndarray  # [V,3] the exposure each view was photographed with (view 0: 1)
 
 
-def pattern(vertices: np.ndarray) -> np.ndarray:
+def pattern(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
     """Albedo [V,3] (0..255) of a body facing the camera (camera frame: x right, y down, the
-    front towards -z), by the angle round its vertical axis and a motif per side."""
+    front towards -z), by where each vertex's normal points (round the vertical axis) and a
+    motif per side."""
+    import trimesh
+
     v = np.asarray(vertices, np.float64)
-    c = 0.5 * (v.min(0) + v.max(0))
-    x, y, z = (v - c).T
-    angle = np.degrees(np.arctan2(x, -z))  # 0 front, +90 the camera's right, 180 back
+    n = np.asarray(trimesh.Trimesh(v, faces, process=False).vertex_normals)
+    x, y, z = (v - np.median(v, axis=0)).T
+    angle = np.degrees(np.arctan2(n[:, 0], -n[:, 2]))  # 0 facing the camera, +90 its right, 180 away
     front, back = np.abs(angle) < 50, np.abs(angle) > 130
     right = ~front & ~back & (angle > 0)
     out = np.where(front[:, None], [210.0, 50.0, 50.0], np.where(back[:, None], [230.0, 210.0, 60.0],
@@ -63,7 +66,7 @@ def _pose(k: int, wiggle_deg: float) -> dict:
     return out if k else dict(POSE)
 
 
-def shade(body, colours, normals_to_camera=True) -> np.ndarray:
+def shade(body, colours) -> np.ndarray:
     """Per-vertex colour [V,3] under a light at the camera: albedo x (0.55 + 0.45 cos)."""
     import trimesh
 
@@ -101,7 +104,7 @@ def make(views: int = 12, size=(320, 240), shape: str = "average", distance: flo
     rng = np.random.default_rng(seed)
     yaws = 360.0 * np.arange(views) / views
     reference = scenes.pose_body(POSE, shape, 0.0, (0.0, 0.0, distance))
-    colours = pattern(reference.vertices)
+    colours = pattern(reference.vertices, reference.faces)
     out_views, bodies = [], []
     gains = np.ones((views, 3))
     gains[1:] = rng.uniform(0.88, 1.12, (views - 1, 3))
@@ -120,13 +123,3 @@ def _focal(size, distance: float) -> float:
     """One focal length for every view (a fixed camera), framing a 2 m body with margin."""
     h, _w = size
     return 0.85 * (h / 2) * distance / 1.1
-
-
-def camera_ring(case: ScanCase, k: int):
-    """(vertices, faces) of view 0's true body as a camera turned by view ``k``'s yaw round it
-    would see it (the moving-camera variant of the same capture)."""
-    body = case.bodies[0]
-    c = 0.5 * (body.vertices.min(0) + body.vertices.max(0))
-    a = np.radians(case.yaws[k])
-    r = np.array([[np.cos(a), 0, np.sin(a)], [0, 1, 0], [-np.sin(a), 0, np.cos(a)]])
-    return (body.vertices - c) @ r.T + c, body.faces
