@@ -46,7 +46,7 @@ def scan_body(client, views: list, person_ids: list, progress=None, cancel_event
     view (person ``k`` is the k-th fitted view), all with one shape."""
     outputs = analysis._infer_watched(client, SCAN_MODEL, scan_inputs(views, person_ids), None, progress,
                                       cancel_event, timeout=timeout, what="scan fit")
-    arrays = analysis._texts_to_str(outputs)
+    arrays = analysis.decode_outputs(outputs)
     template = template_for(client, arrays, timeout)
     fit = BodyFit.from_arrays(arrays, template=template)
     notes = [str(s) for s in np.asarray(arrays.get("skipped", [])).reshape(-1) if str(s)]
