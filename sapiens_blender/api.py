@@ -27,7 +27,7 @@ from .blender.pipeline import build_from_maps as _build
 from .core.maps.canonical import Maps
 
 __all__ = ["BuildOptions", "BuildResult", "PersonResult", "PRODUCTS", "build_from_maps", "build_from_photo",
-           "build_products", "export", "export_all", "fit_body", "new_scene", "animate", "save_joints",
+           "build_products", "export", "export_all", "fit_body", "new_scene", "animate", "save_joints", "scan",
            "DEFAULT_MODEL"]
 
 # "auto": Sapiens2 where its weights and an accelerator are available, else the offline CPU
@@ -257,4 +257,33 @@ def animate(
         if save_joints:
             joints_file.write(stack.enter_context(atomic_output(save_joints)), animation)
         result.written = _export.export_all(outputs or (), result.objects, animation=True)
+    return result
+
+
+def scan(inputs=(), *, maps_dir: str | os.PathLike | None = None, model: str = DEFAULT_MODEL,
+         server: str | None = None, token: str | None = None, body: str = "clothed", rig_names: str = "anny",
+         stride: int = 1, max_views: int | None = None, name: str | None = None, texture_size: int = 1024,
+         progress=None, cancel_event=None) -> BuildResult:
+    """One complete, textured, rigged body from several views of one person (docs/body.md, "Scan"):
+    ``inputs`` a clip (video or a folder of frames) or two or more photos, analysed by the server;
+    or ``maps_dir``, a folder of maps .npz (one per view, as ``analyze`` writes). Frames that add
+    nothing are skipped (the person's report notes say which); ``max_views`` keeps that many,
+    evenly spaced. The body is posed and placed as the first view kept, through its camera."""
+    from .core.body.scan_views import ScanError, scan_frames
+    from .core.remote.scan_calls import gather_scan
+    from .blender.scan import build_scan
+
+    frames, names = scan_frames(inputs, maps_dir, stride)
+
+    def cancelled():
+        if cancel_event is not None and cancel_event.is_set():
+            raise ScanError("the scan was cancelled")
+
+    template, fit, views, notes = _with_server(
+        lambda client: gather_scan(client, frames, names, model, max_views, progress, cancel_event), server, token)
+    cancelled()
+    result = build_scan(template, fit, views, name=name or Path(maps_dir or next(iter(inputs), "scan")).stem,
+                        mode=body, rig_names=rig_names, texture_size=texture_size, progress=progress,
+                        cancel=cancelled)
+    result.people[0].report.notes += notes
     return result

@@ -16,7 +16,7 @@ import importlib
 import os
 
 import pytest
-from anny_fixtures import body, body_model, body_model_scene, body_scene, gt_scene  # noqa: F401
+from anny_fixtures import body, body_model, body_model_scene, body_scene, gt_scene, scan_case  # noqa: F401
 from server_fixtures import alive_after, server  # noqa: F401
 
 # Nothing in the test suite may reach a model hub.

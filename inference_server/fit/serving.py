@@ -272,6 +272,8 @@ class BodyMotionBackend(_BodyModelBackend):
 
 def register_all(fit_settings: FitServerSettings | None = None) -> None:
     """The fit models, with the server's fit settings (None: from the environment)."""
+    from .scan_serving import BodyScanBackend
+
     settings = fit_settings or FitServerSettings.from_env()
-    for cls in (BodyFitBackend, BodyMotionBackend, BodyTemplateBackend):
+    for cls in (BodyFitBackend, BodyMotionBackend, BodyTemplateBackend, BodyScanBackend):
         base.register(cls.name, lambda cls=cls: cls(settings))

@@ -31,7 +31,12 @@ def build_job(job: dict, maps=None) -> dict:
         timings = {}
         # With a body asked for, maps without a fit are fitted by the job's server.
         server = {"server": job.get("server"), "token": job.get("token")}
-        if maps is not None:
+        if job.get("scan"):  # a folder of one person's views -> one scanned body
+            maps_dir = source if any(source.glob("*.npz")) else None
+            result = api.scan([] if maps_dir else [source], maps_dir=maps_dir, model=job.get("model") or api.DEFAULT_MODEL,
+                              body=options.body if options.body != "none" else "clothed",
+                              rig_names=options.rig_names, stride=options.stride, name=job["name"], **server)
+        elif maps is not None:
             result = api.build_from_maps(maps, options, **server)
         elif source.suffix.lower() == ".npz":
             result = api.build_from_maps(source, options, **server)

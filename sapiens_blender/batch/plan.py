@@ -54,6 +54,11 @@ def not_a_file(path: Path) -> str | None:
     return "not a regular file (a socket or a device)"
 
 
+def find_scans(folder: Path) -> list[Path]:
+    """``batch --scan``: every (non-hidden) sub-folder is one person's views (photos, frames or maps)."""
+    return sorted(p for p in Path(folder).iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
 def is_photo(job: dict) -> bool:
     """Maps .npz inputs skip the analysis; everything else is a photo."""
     return Path(job["input"]).suffix.lower() != ".npz"
@@ -71,10 +76,11 @@ class BatchPlan:
         return len(self.jobs) + self.skipped + len(self.failures)
 
 
-def plan_batch(src: Path, out: Path, formats: list[str], force: bool, options_for) -> BatchPlan:
-    """Jobs for every input of ``src``; ``options_for(outputs)`` gives a job's BuildOptions fields."""
+def plan_batch(src: Path, out: Path, formats: list[str], force: bool, options_for, scan: bool = False) -> BatchPlan:
+    """Jobs for every input of ``src`` (``scan``: every sub-folder, one scanned person each);
+    ``options_for(outputs)`` gives a job's BuildOptions fields."""
     plan, seen = BatchPlan(), {}
-    for path in find_inputs(src, plan.ignored):
+    for path in find_scans(src) if scan else find_inputs(src, plan.ignored):
         if path.stem in seen:
             plan.failures[path.name] = f"same name as {seen[path.stem].name}: outputs would collide"
             continue
@@ -84,5 +90,5 @@ def plan_batch(src: Path, out: Path, formats: list[str], force: bool, options_fo
             plan.skipped += 1
             continue
         plan.jobs.append({"input": str(path), "outputs": outputs, "name": path.stem,
-                          "options": options_for(outputs)})
+                          "options": options_for(outputs), **({"scan": True} if scan else {})})
     return plan

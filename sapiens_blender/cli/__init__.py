@@ -13,7 +13,7 @@ import importlib
 import sys
 
 # Subcommand modules, in the order they appear in --help.
-SUBCOMMANDS = ("analyze", "build", "animate", "batch", "demo", "serve", "package_extension")
+SUBCOMMANDS = ("analyze", "build", "scan", "animate", "batch", "demo", "serve", "package_extension")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -49,6 +49,9 @@ def register(subparsers) -> None:
     p.add_argument("--server", metavar="URL", help="use a running server instead of starting a local one")
     p.add_argument("--token", help=TOKEN_HELP)
     p.add_argument("--force", action="store_true", help="rebuild inputs whose outputs already exist")
+    p.add_argument("--scan", action="store_true",
+                   help="each sub-folder of DIR is one person's views (a clip's frames, photos or maps): one "
+                        "scanned body per sub-folder (see `scan`)")
     p.add_argument("--backend-module", action="append", default=[], metavar="MODULE",
                    help="import MODULE to register extra inference backends (repeatable)")
     cluster = p.add_argument_group("cluster (docs/scaling.md)")
@@ -86,7 +89,7 @@ def run(args) -> int:
     if stale:
         print(f"removed {len(stale)} temporary file(s) of an interrupted run", file=sys.stderr)
 
-    plan = plan_batch(src, out, formats, args.force, lambda outputs: option_values(args, outputs))
+    plan = plan_batch(src, out, formats, args.force, lambda outputs: option_values(args, outputs), scan=args.scan)
     jobs, failures = plan.jobs, plan.failures
     progress = Progress(plan.total, plan.skipped, len(failures))
     if args.engine == "ray":
@@ -94,11 +97,11 @@ def run(args) -> int:
     server = None
     restore = _sigterm_interrupts()
     try:
-        if any(needs_server(Path(j["input"]), bool(args.body)) for j in jobs):
+        if any(j.get("scan") or needs_server(Path(j["input"]), bool(args.body)) for j in jobs):
             server, problem = _server(args)
             for j in jobs:
                 j.update(model=args.model, server=server and server["url"], token=server and server["token"])
-                if problem and needs_server(Path(j["input"]), bool(args.body)):
+                if problem and (j.get("scan") or needs_server(Path(j["input"]), bool(args.body))):
                     j["error"] = problem
         for job in [j for j in jobs if "error" in j]:
             failures[Path(job["input"]).name] = job["error"]
@@ -130,6 +133,8 @@ def _usage_problem(args, src: Path, formats: list[str], bad: list[str]) -> str |
     if (args.local_cpus is not None and args.local_cpus < 1) or (
             args.local_object_store_mb is not None and args.local_object_store_mb < 100):
         return "--local-cpus must be at least 1 and --local-object-store-mb at least 100"
+    if args.scan and args.engine == "ray":
+        return "--scan runs on the local engine (one scan is one fit over all its views)"
     if args.engine == "ray" and (args.server or args.token):
         return "--server/--token do not apply to --engine ray: the cluster's own actors run the model"
     return None

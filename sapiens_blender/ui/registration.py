@@ -7,7 +7,7 @@ from __future__ import annotations
 import bpy
 from bpy.app.handlers import persistent
 
-from . import animate, build_operators, operators, panel, preferences, properties, state
+from . import animate, build_operators, operators, panel, preferences, properties, scan, state
 
 CLASSES = (
     *properties.CLASSES,
@@ -16,6 +16,7 @@ CLASSES = (
     *build_operators.CLASSES,
     *panel.CLASSES,
     *animate.CLASSES,  # after panel: its sub-panel's parent must exist
+    *scan.CLASSES,
 )
 
 
@@ -32,6 +33,7 @@ def register() -> None:
         bpy.utils.register_class(cls)
     properties.register_scene_properties()
     animate.register_scene_properties()
+    scan.register_scene_properties()
     bpy.app.handlers.load_pre.append(_cancel_on_load)
     # Quitting Blender: core.local_server.process stops servers at interpreter exit (atexit), and the
     # server's --parent-pid watchdog ends it if Blender crashes.
@@ -41,6 +43,7 @@ def unregister() -> None:
     state.reset_session()  # cancels jobs and stops the server we started
     if _cancel_on_load in bpy.app.handlers.load_pre:
         bpy.app.handlers.load_pre.remove(_cancel_on_load)
+    scan.unregister_scene_properties()
     animate.unregister_scene_properties()
     properties.unregister_scene_properties()
     for cls in reversed(CLASSES):

@@ -46,6 +46,7 @@ class JobKind(TextEnum):
     BUILD = "build"
     FIT = "fit"
     ANIMATE = "animate"
+    SCAN = "scan"
     START_SERVER = "start server"
     STOP_SERVER = "stop server"
     FREE_MEMORY = "free memory"

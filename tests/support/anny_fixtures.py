@@ -87,3 +87,19 @@ def body_scene(body_model):
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def scan_case(body_model):
+    """Factory: scan_case(views, size) -> scan_scenes.ScanCase (a dressed, patterned body turning
+    before the camera; cached per arguments)."""
+    import scan_scenes
+
+    cache = {}
+
+    def get(views: int = 6, size=(200, 150)):
+        if (views, size) not in cache:
+            cache[(views, size)] = scan_scenes.make(views=views, size=size)
+        return cache[(views, size)]
+
+    return get

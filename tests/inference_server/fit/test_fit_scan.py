@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One body from several views (inference_server/fit/scan.py) on ground truth: a dressed body
+turning before the camera in 6 views (tests/support/scan_scenes.py)."""
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trimesh", reason="trimesh is needed to ray-cast body scenes")
+pytest.importorskip("embreex", reason="embreex is needed to ray-cast body scenes")
+
+pytestmark = [pytest.mark.torch, pytest.mark.anny]
+
+
+@pytest.fixture(scope="module")
+def scanned(scan_case, body):
+    import gt_cases
+
+    from inference_server.fit.scan import fit_views
+
+    case = scan_case()
+    stages = []
+    out = fit_views(body, [gt_cases.observations(m)[0] for m in case.views],
+                    progress=lambda stage, fraction, text: stages.append(text))
+    return case, out, stages
+
+
+def test_views_share_one_shape_and_each_keeps_its_pose(scanned):
+    case, out, stages = scanned
+    assert out["person_ids"].tolist() == list(range(1, len(case.views) + 1))
+    assert np.ptp(out["phenotypes"], axis=0).max() == 0.0  # one shape
+    assert np.ptp(out["rest_vertices"], axis=0).max() == 0.0
+    rest = out["rest_vertices"][0]
+    assert abs((rest[:, 2].max() - rest[:, 2].min()) - case.height) < 0.02
+    # Each view's body stands where that view saw it (the placements differ by the turn): the
+    # same vertices (one topology) within a few centimetres, the middle of the body closer still.
+    for k, truth in enumerate(case.bodies):
+        apart = np.linalg.norm(out["vertices"][k] - truth.vertices, axis=1)
+        assert np.median(apart) < 0.04, (k, np.median(apart))
+        assert np.linalg.norm(out["vertices"][k].mean(0) - truth.vertices.mean(0)) < 0.03, k
+    report = json.loads(str(out["scan_report"]))
+    assert report["views"] == len(case.views) and report["joint_evaluations"] > 0
+    assert any("one shape" in s for s in stages) and any("joint round" in s for s in stages)
+
+
+def test_front_view_is_as_close_as_a_single_photo_fit(scanned, body):
+    """The scan's body, seen from its first view, is no worse than that photo fitted alone:
+    the other views only add evidence (the hidden side's distance is the measure)."""
+    import gt_cases
+    import scoring
+
+    from inference_server.fit.solver import fit_people
+
+    case, out, _ = scanned
+    faces = body.template()["faces"]
+    alone = fit_people(body, gt_cases.observations(case.views[0]))
+    truth = case.bodies[0]
+    scan_score = scoring.score_body(out["vertices"][0], faces, truth)
+    alone_score = scoring.score_body(alone["vertices"][0], faces, truth)
+    assert scan_score["hidden_mean"] < alone_score["hidden_mean"] + 0.002, (scan_score, alone_score)
+
+
+def test_body_scan_inputs_are_checked():
+    from inference_server.dataplane.base import BackendError
+    from inference_server.fit.scan_serving import _check
+
+    good = {"mask": np.ones((2, 4, 4), np.uint8), "parts": np.zeros((2, 4, 4), np.uint8),
+            "part_names": np.array([b"Background"], object), "intrinsics": np.tile(np.eye(3, dtype=np.float32), (2, 1, 1)),
+            "keypoints": np.zeros((2, 308, 3), np.float32)}
+    assert _check(good)["metric"] is True
+    with pytest.raises(BackendError, match="3 views, mask has 2"):
+        _check(dict(good, keypoints=np.zeros((3, 308, 3), np.float32)))
+    with pytest.raises(BackendError, match="needs the stacked maps tensors"):
+        _check({k: v for k, v in good.items() if k != "parts"})
+    with pytest.raises(BackendError, match="pixels per view"):
+        _check(dict(good, depth=np.zeros((2, 5, 4), np.float32)))
