@@ -53,7 +53,8 @@ def landmark_focal(keypoints: np.ndarray, world: np.ndarray, centre, long_side: 
 
 def sweep(photos: list, out, scales: list[float]) -> tuple[str, list[dict]]:
     """The table (markdown) and rows: per frame and focal scale, the refitted body's PA-MPJPE
-    (mm) and 2D error (% of the person's size), beside MediaPipe's world landmarks."""
+    (mm) and 2D error (% of the person's size), beside the maps' own 3D landmarks (keypoints_3d,
+    of the backend's person nearest the label: what the fit was given)."""
     import torch
 
     from inference_server.fit.body_model import BodyModel
@@ -72,29 +73,33 @@ def sweep(photos: list, out, scales: list[float]) -> tuple[str, list[dict]]:
             m = {k: z[k] for k in ("image", "mask", "parts", "part_names", "intrinsics", "keypoints",
                                    "keypoints_3d", "depth", "metric")}
         hm, wm = m["image"].shape[:2]
-        est, rms = landmark_focal(m["keypoints"][0], m["keypoints_3d"][0], m["intrinsics"][:2, 2], max(hm, wm))
-        k3 = m["keypoints_3d"][0]
+        label, to_photo = photo.labels[0], np.array([photo.hw[1] / wm, photo.hw[0] / hm])
+        # the backend's person nearest the label in 2D (a frame may hold several)
+        pid = 1 + int(np.argmin([person_error({n: kp[i, :2] * to_photo for n, i in GOLIATH_INDEX.items() if kp[i, 2] > 0},
+                                              label.points, label.size)[0] for kp in m["keypoints"]]))
+        est, rms = landmark_focal(m["keypoints"][pid - 1], m["keypoints_3d"][pid - 1], m["intrinsics"][:2, 2],
+                                  max(hm, wm))
+        k3 = m["keypoints_3d"][pid - 1]
         mp = np.array([k3[GOLIATH_INDEX[n], :3] for n in LIMB_JOINTS])
-        row = {"key": photo.key, "landmark_focal": est, "landmark_rms_px": round(rms, 1),
+        row = {"key": photo.key, "person": pid, "landmark_focal": est, "landmark_rms_px": round(rms, 1),
                "true_focal": None if photo.focal is None else round(photo.focal / max(photo.hw), 3),
                "mp_pa_mm": round(1000 * pa_mpjpe(mp, photo.truth3d), 1), "fits": {}}
-        distance = float(np.nanmedian(m["depth"][m["mask"] == 1]))
+        distance = float(np.nanmedian(m["depth"][m["mask"] == pid]))
         for c in scales:
             k = m["intrinsics"].astype(np.float64).copy()
             k[:2, :2] *= c
             depth = (m["depth"] + (c - 1.0) * distance).astype(np.float32)
-            obs = observe(1, mask=m["mask"], parts=m["parts"], part_names_in=m["part_names"], intrinsics=k,
+            obs = observe(pid, mask=m["mask"], parts=m["parts"], part_names_in=m["part_names"], intrinsics=k,
                           keypoints=m["keypoints"], depth=depth, pointmap=None, metric=m["metric"],
                           keypoints_3d=m["keypoints_3d"])
             joints = fit_people(body, [obs], FitSettings())["joints"][0]
             pred = np.array([joints[JOINT_NAMES.index(n)] for n in LIMB_JOINTS])
-            uv = project(pred, k) * np.array([photo.hw[1] / wm, photo.hw[0] / hm])
-            label = photo.labels[0]
+            uv = project(pred, k) * to_photo
             err = person_error(dict(zip(LIMB_JOINTS, map(tuple, uv))), label.points, label.size)[0]
             row["fits"][c] = (round(1000 * pa_mpjpe(pred, photo.truth3d), 1), round(100 * err, 1))
             print(f"  focal x{c:g} {photo.key}: PA-MPJPE {row['fits'][c][0]} mm, 2D {row['fits'][c][1]} %", flush=True)
         rows.append(row)
-    head = "| frame | true f | landmarks' f (rms px) | MP world PA | " + \
+    head = "| frame | true f | landmarks' f (rms px) | backend keypoints_3d PA | " + \
         " | ".join(f"fit x{c:g} PA / 2D" for c in scales) + " |"
     lines = [head, "|" + "---|" * (4 + len(scales))]
     for r in rows:
