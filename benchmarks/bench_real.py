@@ -299,6 +299,7 @@ class Photo:
     complete_labels: bool = True
     truth3d: np.ndarray | None = None  # [12,3] metres, camera frame (3D frames)
     truth2d: np.ndarray | None = None  # [12,2] pixels
+    focal: float | None = None  # the dataset camera's focal length, px (3D frames)
 
 
 def data_root(data: Path) -> Path:
@@ -311,6 +312,13 @@ def data_root(data: Path) -> Path:
 def load_3dhp(root: Path) -> list[Photo]:
     d = root / "mpi_inf_3dhp"
     photos = []
+    cameras = {}
+    for pkl in ("cameras_test.pkl", "cameras_train.pkl"):
+        if (d / pkl).is_file():
+            import pickle
+
+            with open(d / pkl, "rb") as fh:
+                cameras.update(pickle.load(fh))  # the dataset's own files, from mmpose's tests/data
     for npz in ("test_3dhp_test.npz", "test_3dhp_train.npz"):
         if not (d / npz).is_file():
             continue
@@ -323,10 +331,12 @@ def load_3dhp(root: Path) -> list[Photo]:
             part = np.asarray(z["part"][i, :, :2], np.float64)
             lo, hi = part.min(0), part.max(0)
             box = (float(lo[0]), float(lo[1]), float(hi[0] - lo[0]), float(hi[1] - lo[1]))
+            cam = cameras.get(path.stem.rsplit("_", 1)[0], {}).get("f")
             photos.append(Photo("mpi_inf_3dhp", path, f"mpi_inf_3dhp__{path.stem}", _hw(path),
                                 [Label("1", {n: part[k] for n, k in zip(LIMB_JOINTS, MPI3DHP_LIMB_INDEX)},
                                        box, box_size(box))],
-                                truth3d=s[list(MPI3DHP_LIMB_INDEX)], truth2d=part[list(MPI3DHP_LIMB_INDEX)]))
+                                truth3d=s[list(MPI3DHP_LIMB_INDEX)], truth2d=part[list(MPI3DHP_LIMB_INDEX)],
+                                focal=None if cam is None else float(np.mean(cam))))
     return photos
 
 
@@ -792,6 +802,9 @@ def main(argv=None) -> int:
                     help="let each build start its own local server, as a lone `build` does")
     ap.add_argument("--reuse", action="store_true", help="score existing outputs in --out instead of building again")
     ap.add_argument("--draw", action="store_true", help="write an overlay PNG per photo into --out")
+    ap.add_argument("--focal-scales", default=None,
+                    help="comma-separated factors, e.g. 0.6,0.8,1,1.25,1.6: also fit the 3D frames' maps again "
+                         "at each times the assumed focal (real_focal.py)")
     args = ap.parse_args(argv)
 
     wanted = [s.strip() for s in args.sets.split(",") if s.strip()]
@@ -855,11 +868,17 @@ def main(argv=None) -> int:
     print(f"model: {source or 'default'}; {len(photos)} photos in {elapsed:.0f} s")
     print()
     print(table)
+    focal = None
+    if args.focal_scales:
+        from real_focal import sweep
+
+        focal_table, focal = sweep(photos, args.out, [float(c) for c in args.focal_scales.split(",")])
+        print(f"\n### Focal sensitivity (3D frames' maps refitted; PA-MPJPE mm / 2D error)\n\n{focal_table}")
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(
             {"command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
-             "model": source, "seconds": round(elapsed, 1), "aggregate": agg, "photos": results},
+             "model": source, "seconds": round(elapsed, 1), "aggregate": agg, "photos": results, "focal": focal},
             indent=1, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
         print(f"wrote {args.json_out}")
     return 0

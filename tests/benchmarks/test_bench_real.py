@@ -159,3 +159,25 @@ def test_score_2d_and_the_tables_on_a_made_up_photo(bench):
     a = agg["2d"]["all real photos"]
     assert (a["labelled"], a["bodies"], a["bodies_recalled"], a["bodies_unmatched"]) == (2, 2, 1, 1)
     assert "| made-up | one | 2 | 1 | 2 | 1 | 1 |" in table
+
+
+def test_landmark_focal_recovers_a_perspective_camera(bench):
+    """real_focal.landmark_focal: metric points seen through a known focal give it back; the
+    same points seen without perspective (every depth the mean's) prefer the grid's longest focal."""
+    sys.modules["bench_real"] = bench  # real_focal imports it by name (run from benchmarks/)
+    try:
+        spec = importlib.util.spec_from_file_location("real_focal_under_test", REPO / "benchmarks" / "real_focal.py")
+        focal = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(focal)
+    finally:
+        sys.modules.pop("bench_real", None)
+    rng = np.random.default_rng(3)
+    world = rng.uniform(-0.5, 0.5, (308, 3)) * [0.6, 1.8, 0.5]
+    f, centre, t = 0.8 * 1000, np.array([500.0, 400.0]), np.array([0.3, -0.1, 2.5])
+    cam = world + t
+    keypoints = np.c_[f * cam[:, :2] / cam[:, 2:3] + centre, np.ones(308)]
+    est, rms = focal.landmark_focal(keypoints, np.c_[world, np.ones(308)], centre, 1000)
+    assert est == pytest.approx(0.8, abs=0.011) and rms < 1.0
+    keypoints = np.c_[f * (world[:, :2] + t[:2]) / t[2] + centre, np.ones(308)]
+    assert focal.landmark_focal(keypoints, np.c_[world, np.ones(308)], centre, 1000)[0] == \
+        pytest.approx(focal.FOCAL_GRID[-1])
