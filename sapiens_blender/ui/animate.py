@@ -18,7 +18,7 @@ from bpy.props import BoolProperty, EnumProperty, IntProperty, PointerProperty, 
 from ..core.jobs.background import Job
 from . import jobs, preferences, state
 from .operators import _JobOperator
-from .panel import _SapiensPanel
+from .panel import _SapiensPanel, draw_job_button
 
 
 class SapiensAnimateProperties(bpy.types.PropertyGroup):
@@ -160,21 +160,7 @@ def draw_animate(layout, context) -> None:
     sub.enabled = props.rig == "BODY"
     sub.prop(props, "body_mode", text="")
     sub.prop(props, "expressions", text="", icon="MONKEY")
-    row = col.row(align=True)
-    row.scale_y = 1.3
-    sub = row.row(align=True)
-    sub.enabled = not busy
-    sub.operator("sapiens.animate", text="Animate", icon="ARMATURE_DATA")
-    sub = row.row(align=True)
-    sub.enabled = busy and session.job_kind == state.JobKind.ANIMATE
-    sub.operator("sapiens.cancel", text="", icon="CANCEL")
-    job = session.job
-    if busy and session.job_kind == state.JobKind.ANIMATE and job is not None:
-        text = job.stage if not job.message else f"{job.stage}: {job.message}"
-        if job.fraction is not None:
-            col.progress(factor=job.fraction, text=text[:60])
-        else:
-            col.label(text=text[:60], icon="TIME")
+    draw_job_button(col, session, busy, state.JobKind.ANIMATE, "sapiens.animate", "Animate", "ARMATURE_DATA")
 
 
 class SAPIENS_PT_animate(_SapiensPanel, bpy.types.Panel):

@@ -200,6 +200,26 @@ def _wrap(text: str, width: int) -> list[str]:
     return lines
 
 
+def draw_job_button(col, session, busy: bool, kind, operator: str, text: str, icon: str) -> None:
+    """A sub-panel's big button with its Cancel, and the progress of its own job (Animate, Scan)."""
+    row = col.row(align=True)
+    row.scale_y = 1.3
+    sub = row.row(align=True)
+    sub.enabled = not busy
+    sub.operator(operator, text=text, icon=icon)
+    sub = row.row(align=True)
+    mine = busy and session.job_kind == kind
+    sub.enabled = mine
+    sub.operator("sapiens.cancel", text="", icon="CANCEL")
+    job = session.job
+    if mine and job is not None:
+        label = job.stage if not job.message else f"{job.stage}: {job.message}"
+        if job.fraction is not None:
+            col.progress(factor=job.fraction, text=label[:60])
+        else:
+            col.label(text=label[:60], icon="TIME")
+
+
 class _SapiensPanel:
     bl_space_type = "VIEW_3D"
     bl_region_type = "UI"

@@ -16,7 +16,7 @@ from bpy.props import EnumProperty, IntProperty, PointerProperty, StringProperty
 from ..core.jobs.background import Job
 from . import jobs, preferences, state
 from .operators import _JobOperator
-from .panel import _SapiensPanel
+from .panel import _SapiensPanel, draw_job_button
 
 
 class SapiensScanProperties(bpy.types.PropertyGroup):
@@ -116,21 +116,7 @@ def draw_scan(layout, context) -> None:
     row.prop(props, "stride")
     row.prop(props, "max_views")
     col.prop(props, "body_mode", text="")
-    row = col.row(align=True)
-    row.scale_y = 1.3
-    sub = row.row(align=True)
-    sub.enabled = not busy
-    sub.operator("sapiens.scan", text="Scan (360°)", icon="OUTLINER_OB_ARMATURE")
-    sub = row.row(align=True)
-    sub.enabled = busy and session.job_kind == state.JobKind.SCAN
-    sub.operator("sapiens.cancel", text="", icon="CANCEL")
-    job = session.job
-    if busy and session.job_kind == state.JobKind.SCAN and job is not None:
-        text = job.stage if not job.message else f"{job.stage}: {job.message}"
-        if job.fraction is not None:
-            col.progress(factor=job.fraction, text=text[:60])
-        else:
-            col.label(text=text[:60], icon="TIME")
+    draw_job_button(col, session, busy, state.JobKind.SCAN, "sapiens.scan", "Scan (360°)", "OUTLINER_OB_ARMATURE")
 
 
 class SAPIENS_PT_scan(_SapiensPanel, bpy.types.Panel):
