@@ -364,3 +364,33 @@ def test_the_active_body_shows_its_expression(ui):
     assert "Neutral (3 ARKit keys)" in neutral.labels()
     bpy.data.objects.remove(obj)
     bpy.data.meshes.remove(me)
+
+
+@pytest.mark.parametrize("name, kind, op", [("animate", "ANIMATE", "sapiens.animate"), ("scan", "SCAN", "sapiens.scan")])
+def test_animate_and_scan_show_their_own_job_only(ui, name, kind, op):
+    """Each sub-panel's button with its Cancel: idle, while its own job runs (its progress), and
+    while another job runs (neither button, no progress)."""
+    import importlib
+
+    _, _, state = ui
+    draw = getattr(importlib.import_module(f"sapiens_blender.ui.{name}"), f"draw_{name}")
+
+    def drawn():
+        layout = Layout()
+        draw(layout, Context())
+        return layout
+
+    idle = drawn()
+    assert idle.buttons() == {op: True, "sapiens.cancel": False}
+    for job_kind, mine in ((getattr(state.JobKind, kind), True), (state.JobKind.ANALYZE, False)):
+        gate, job = blocked_job(job_kind, state)
+        try:
+            d = drawn()
+            assert d.buttons() == {op: False, "sapiens.cancel": mine}
+            bars = [i for i in d.walk() if i[0] == "progress"]
+            assert len(bars) == int(mine) and (not mine or bars[0][2] == pytest.approx(0.4))
+        finally:
+            job.cancel()
+            gate.set()
+            job.wait(5)
+            state.SESSION.job = None
