@@ -474,18 +474,26 @@ def read_outputs(photo: Photo, built: dict) -> dict:
     """The fitted bodies (3D joints, projected to the photo's pixels) and the backend's people
     (their 2D keypoints), from the joints file and the maps."""
     files = built["files"]
-    bodies, backend, k, scale, image = [], [], None, (1.0, 1.0), None
+    bodies, backend, k, scale, image, k3d = [], [], None, (1.0, 1.0), None, None
     if files["maps"].is_file():
         with np.load(files["maps"]) as m:
             image = m["image"]
             k = np.asarray(m["intrinsics"], np.float64)
             kps = np.asarray(m["keypoints"], np.float64)
+            if "keypoints_3d" in m.files:
+                k3d = np.asarray(m["keypoints_3d"], np.float64)
         hm, wm = image.shape[:2]
         scale = (photo.hw[1] / wm, photo.hw[0] / hm)
         for pid, row in enumerate(kps, start=1):
             pts = {n: (row[i, 0] * scale[0], row[i, 1] * scale[1])
                    for n, i in GOLIATH_INDEX.items() if row[i, 2] > 0}
-            backend.append({"id": pid, "points": pts})
+            person = {"id": pid, "points": pts}
+            if k3d is not None and len(k3d) >= pid:
+                # the 3D the fit was given (hips at 0, metres): the floor the fit must clear
+                xyz = k3d[pid - 1, [GOLIATH_INDEX[n] for n in LIMB_JOINTS], :3]
+                if np.isfinite(xyz).all():
+                    person["joints3d"] = xyz
+            backend.append(person)
     if files["joints"].is_file() and k is not None:
         for person in json.loads(files["joints"].read_text()).get("people", []):
             joints = {n: np.asarray(v["xyz"], np.float64) for n, v in person["joints"].items()}
@@ -559,6 +567,17 @@ def score_3d(photo: Photo, out: dict, mp: WorldLandmarks | None) -> dict:
                    fit_body=best["id"])
     else:
         rec["fit_miss"] = "no body built" if best is None else "no body on the person"
+    near, near_err = None, float("inf")
+    for person in out["backend"]:
+        e = person_error(person["points"], label.points, label.size)[0]
+        if e < near_err:
+            near, near_err = person, e
+    if near is not None and "joints3d" in near and _on_person(near["points"], label.box):
+        # the maps' own keypoints_3d of the backend person on the label: the fit's input
+        rec.update(input_pa_mm=_r(1000 * pa_mpjpe(near["joints3d"], truth)),
+                   input_rr_mm=_r(1000 * root_relative_mpjpe(near["joints3d"], truth)))
+    else:
+        rec["input_miss"] = "no keypoints_3d on the person"
     if mp is not None:
         for tag, rgb in (("mp", out["image"]), ("mp_full", None)):
             if rgb is None:
@@ -677,16 +696,18 @@ def tables(results: list[dict]) -> tuple[str, dict]:
     r3 = [r for r in results if r["dataset"] == "mpi_inf_3dhp"]
     if r3:
         lines += ["### 3D frames (mpi_inf_3dhp): 12 limb joints, mm",
-                  "", "| frame | bodies | fit PA-MPJPE | MP world PA-MPJPE | MP world (full-res photo) PA | "
-                  "fit root-rel MPJPE | MP world root-rel | fit root position | fit 2D err | MP 2D err | build s |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "", "| frame | bodies | fit PA-MPJPE | input keypoints_3d PA-MPJPE | MP world PA-MPJPE | "
+                  "MP world (full-res photo) PA | fit root-rel MPJPE | input root-rel | MP world root-rel | "
+                  "fit root position | fit 2D err | MP 2D err | build s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in r3:
             s = r["score"]
             fit = _f(s.get("fit_pa_mm")) if "fit_miss" not in s else f"miss ({s['fit_miss']})"
             mpv = _f(s.get("mp_pa_mm")) if "mp_miss" not in s else f"none ({s['mp_miss']})"
             mpf = _f(s.get("mp_full_pa_mm")) if "mp_full_miss" not in s else f"none ({s['mp_full_miss']})"
-            lines.append(f"| {Path(r['photo']).stem} | {s['bodies']} | {fit} | {mpv} | {mpf} | "
-                         f"{_f(s.get('fit_rr_mm'))} | {_f(s.get('mp_rr_mm'))} | {_f(s.get('fit_root_mm'))} | "
+            inp = _f(s.get("input_pa_mm")) if "input_miss" not in s else f"none ({s['input_miss']})"
+            lines.append(f"| {Path(r['photo']).stem} | {s['bodies']} | {fit} | {inp} | {mpv} | {mpf} | "
+                         f"{_f(s.get('fit_rr_mm'))} | {_f(s.get('input_rr_mm'))} | {_f(s.get('mp_rr_mm'))} | {_f(s.get('fit_root_mm'))} | "
                          f"{_f(s.get('fit_2d_pct'), 1, ' %')} | {_f(s.get('mp_2d_pct'), 1, ' %')} | "
                          f"{_f(r['build'].get('seconds'))} |")
         both = [r["score"] for r in r3 if r["score"].get("fit_pa_mm") is not None
@@ -697,6 +718,11 @@ def tables(results: list[dict]) -> tuple[str, dict]:
             "mp_found": sum(r["score"].get("mp_pa_mm") is not None for r in r3),
             "fit_pa_mean_mm": _mean([r["score"].get("fit_pa_mm") for r in r3]),
             "mp_pa_mean_mm": _mean([r["score"].get("mp_pa_mm") for r in r3]),
+            "input_pa_mean_mm": _mean([r["score"].get("input_pa_mm") for r in r3]),
+            "input_rr_mean_mm": _mean([r["score"].get("input_rr_mm") for r in r3]),
+            "fit_below_input_every_frame": all(
+                r["score"].get("fit_pa_mm") is not None and r["score"].get("input_pa_mm") is not None
+                and r["score"]["fit_pa_mm"] < r["score"]["input_pa_mm"] for r in r3),
             "fit_rr_mean_mm": _mean([r["score"].get("fit_rr_mm") for r in r3]),
             "mp_rr_mean_mm": _mean([r["score"].get("mp_rr_mm") for r in r3]),
             "both_found": len(both),
@@ -705,10 +731,11 @@ def tables(results: list[dict]) -> tuple[str, dict]:
         }
         a = agg["3d"]
         lines.append(f"| **mean** | | {_f(a['fit_pa_mean_mm'])} ({a['fit_found']}/{a['frames']}) | "
+                     f"{_f(a['input_pa_mean_mm'])} | "
                      f"{_f(a['mp_pa_mean_mm'])} ({a['mp_found']}/{a['frames']}) | | {_f(a['fit_rr_mean_mm'])} | "
-                     f"{_f(a['mp_rr_mean_mm'])} | | | | |")
-        lines.append(f"| **mean, frames both found** ({a['both_found']}) | | {_f(a['fit_pa_mean_mm_where_both'])} | "
-                     f"{_f(a['mp_pa_mean_mm_where_both'])} | | | | | | | |")
+                     f"{_f(a['input_rr_mean_mm'])} | {_f(a['mp_rr_mean_mm'])} | | | | |")
+        lines.append(f"| **mean, frames both found** ({a['both_found']}) | | {_f(a['fit_pa_mean_mm_where_both'])} | | "
+                     f"{_f(a['mp_pa_mean_mm_where_both'])} | | | | | | | | |")
         lines.append("")
     r2 = [r for r in results if r["dataset"] != "mpi_inf_3dhp"]
     if r2:
