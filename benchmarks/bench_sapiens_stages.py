@@ -7,7 +7,7 @@ not wait for the device between stages). Here each stage of each task is bracket
 events on one stream (on the CPU: wall time), so the split is the device's own.
 
 The full-size random-weight models of bench_sapiens.build_models; per task: the backbone in bf16
-(optionally ``torch.compile``d), the head in float32 (production: devices.keep_heads_fp32 for
+(optionally ``torch.compile``d), the head in float32 (production: devices.keep_heads_fp32 or devices.mixed_heads for
 depth/normal) or bf16, then the on-device post-processing the pipeline does (logits/maps
 upsampled to a 1024x768 photo grid, argmax / scale division / normalisation / heatmap argmax).
 Pose runs its batch twice (the flip test: a second forward). Each configuration is a JSON line:
@@ -88,23 +88,14 @@ def post(task: str, out, scale):
     return up
 
 
-def _float32_input(module, args):
-    return tuple(a.float() for a in args)
-
-
 def mixed_heads(model):
-    """The head in bf16 but its last layer (the dense predictor: few output channels at the full
-    resolution) and the pointmap's small scale branch in float32, fed float32: the heavy
-    upsampling convolutions at bf16 rate, the outputs not quantised to bf16's 8-bit mantissa
-    (benchmarks/bench_bf16_heads.py measures the depth steps of each variant)."""
+    """The production mixed heads (devices.mixed_heads, the CUDA default): bf16 but the last
+    layers in float32, fed float32."""
     import torch
 
-    model.to(torch.bfloat16)
-    for part in (model.decode_head.predictor, getattr(model, "scale_head", None)):
-        if part is not None:
-            part.float()
-            part.register_forward_pre_hook(_float32_input)
-    return model
+    from inference_server.backends import devices
+
+    return devices.mixed_heads(model.to(torch.bfloat16))
 
 
 def run_batch(models, backbone, x, heads_dtype, clock) -> dict:

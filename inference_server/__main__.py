@@ -75,6 +75,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "cached in the user's cache folder); for batches of groups")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16", "int8"],
                    help="Sapiens model precision (same as SAPIENS_PRECISION; default auto)")
+    p.add_argument("--compile", choices=["auto", "on", "off"],
+                   help="torch.compile the Sapiens backbones (same as SAPIENS_COMPILE; default auto: on "
+                        "CUDA when triton is installed; the first request compiles, ~1 min)")
+    p.add_argument("--heads", choices=["auto", "fp32", "mixed"],
+                   help="precision of the depth and normal heads under a bf16 backbone (same as "
+                        "SAPIENS_HEADS; default auto: mixed on CUDA, float32 last layers either way)")
     p.add_argument("--detector", help="person detector repo for the Sapiens models, or 'none' for connected "
                    "components (same as SAPIENS_DETECTOR; default PekingU/rtdetr_r18vd)")
     p.add_argument("--no-autoload", action="store_true",
@@ -103,6 +109,7 @@ def _model_settings(args):
             raise ValueError(f"--weights-dir {folder} is not a folder")
         folder = folder.resolve()
     return SapiensSettings.from_env(device=args.device or None, precision=args.precision or None,
+                                    compile=args.compile or None, heads=args.heads or None,
                                     weights_dir=folder, detector=args.detector or None)
 
 

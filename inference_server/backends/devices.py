@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Device and precision choice for the torch backends, overridable, and memory hygiene.
 
-Auto choice: CUDA (bf16 where supported, else fp16; SDPA attention; torch.compile optional) >
+Auto choice: CUDA (bf16 where supported, else fp16; SDPA attention; the backbone compiled when
+triton is there; mixed-precision regression heads with bf16) >
 Apple MPS (fp32: half precision attention on MPS is not reliable across macOS versions) > CPU.
 On the CPU, bf16 only pays with native bf16 units (AMX / AVX512-BF16); without them fp32 is
 several times faster, and dynamic int8 quantisation of the Linear layers is the fast option.
 
 The caller passes the wishes (settings.py: device auto|cpu|cuda|cuda:N|mps, precision
-auto|fp32|bf16|fp16|int8, compile). torch is imported lazily.
+auto|fp32|bf16|fp16|int8, compile auto|on|off, heads auto|fp32|mixed). torch is imported lazily.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Placement:
     device: str  # torch device string
     precision: str  # fp32 | bf16 | fp16 | int8 (int8 = dynamic int8 Linear layers, fp32 elsewhere)
     compile: bool = False
+    heads: str = "fp32"  # regression heads under a half-precision backbone: fp32 | mixed
 
     @property
     def dtype(self):
@@ -35,7 +37,8 @@ class Placement:
         return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision, torch.float32)
 
     def describe(self) -> str:
-        return f"{self.device} {self.precision}" + (" compiled" if self.compile else "")
+        text = f"{self.device} {self.precision}" + (" compiled" if self.compile else "")
+        return text + (", mixed heads" if self.heads == "mixed" and self.precision in ("bf16", "fp16") else "")
 
 
 def torch_available() -> bool:
@@ -74,8 +77,35 @@ def cpu_has_native_bf16() -> bool:
     return False
 
 
+def triton_available() -> bool:
+    """torch.compile's GPU code generator; without it compiling on CUDA fails on first call."""
+    import importlib.util
+
+    return importlib.util.find_spec("triton") is not None
+
+
+def resolve_compile(kind: str, compile) -> bool:
+    """auto: compile on CUDA when triton is installed (measured on an H200: the 0.4B backbone
+    72.4 -> 39.4 ms per image at batch 16; docs/performance.md); never on the CPU by default (the
+    first call compiles for minutes on 2 cores for no measured gain)."""
+    if compile in (True, "on"):
+        return True
+    if compile in (False, "off", None):
+        return False
+    return kind == "cuda" and triton_available()
+
+
+def resolve_heads(kind: str, precision: str, heads: str = "auto") -> str:
+    """auto: mixed on CUDA under bf16 (the heads' upsampling at bf16 rate, the last layer in
+    float32: 28.0 -> 18.6 ms per image on an H200, depth steps 0.030 mm as fp32's); fp32 elsewhere
+    (fp16's range is too small for the heads' activations to trust without a measurement)."""
+    if heads in ("fp32", "mixed"):
+        return heads
+    return "mixed" if kind == "cuda" and precision == "bf16" else "fp32"
+
+
 def choose_placement(device: str | None = None, precision: str | None = None,
-                     compile: bool = False) -> Placement:
+                     compile="auto", heads: str = "auto") -> Placement:
     device = (device or "auto").strip().lower()
     precision = (precision or "auto").strip().lower()
     if precision not in PRECISIONS:
@@ -100,7 +130,7 @@ def choose_placement(device: str | None = None, precision: str | None = None,
             precision = "fp32"
     if precision == "int8" and kind != "cpu":
         raise ValueError("int8 (dynamic quantisation) runs on the CPU only; use bf16/fp16 on a GPU")
-    return Placement(device, precision, bool(compile))
+    return Placement(device, precision, resolve_compile(kind, compile), resolve_heads(kind, precision, heads))
 
 
 def _channel_norm_class():
@@ -175,6 +205,28 @@ def keep_heads_fp32(model, backbone: str = "model"):
             continue
         child.float()
         child.register_forward_pre_hook(_to_float32, with_kwargs=True)
+    return model
+
+
+def _float32_input(module, args):
+    import torch
+
+    return tuple(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
+
+
+def mixed_heads(model, backbone: str = "model"):
+    """The heads at the backbone's half precision but their last layers in float32, fed float32:
+    the heavy upsampling convolutions at bf16 rate, the outputs not quantised to bf16's 8-bit
+    mantissa (the dense predictor has few output channels at full resolution, so float32 costs
+    little there; the pointmap's scale branch is small). benchmarks/bench_bf16_heads.py measures
+    the depth steps of each variant."""
+    for name, child in model.named_children():
+        if name == backbone:
+            continue
+        for part in (getattr(child, "predictor", None),) if name != "scale_head" else (child,):
+            if part is not None:
+                part.float()
+                part.register_forward_pre_hook(_float32_input)
     return model
 
 

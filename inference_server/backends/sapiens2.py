@@ -38,7 +38,8 @@ TASKS = {
 }
 
 # Regression heads (and the pointmap's scale branch) run in float32 under a bf16/fp16 backbone:
-# half-precision outputs terrace (devices.keep_heads_fp32).
+# half-precision outputs terrace (devices.keep_heads_fp32), or only their last layers (mixed_heads,
+# the CUDA default: most of the heads' compute at bf16 rate, outputs as fine as float32's).
 FLOAT32_HEADS = ("depth", "normal")
 
 
@@ -187,7 +188,8 @@ class Sapiens2Backend(SapiensTaskBackend):
                 raise self._oom(task, exc) from exc
             raise
         if task in FLOAT32_HEADS and self.placement.precision in ("bf16", "fp16"):
-            model = devices.keep_heads_fp32(model)
+            model = (devices.mixed_heads(model) if self.placement.heads == "mixed"
+                     else devices.keep_heads_fp32(model))
         if self.placement.compile:
             model.model = _compiled(model.model)
         self._native_hw[task] = native_input_hw(folder, model.config)

@@ -39,7 +39,8 @@ class SapiensTaskBackend(Backend):
 
     # --- what a family provides ---------------------------------------------------------------
     def _placement(self) -> devices.Placement:
-        return devices.choose_placement(self.settings.device, self.settings.precision, self.settings.compile)
+        return devices.choose_placement(self.settings.device, self.settings.precision, self.settings.compile,
+                                        self.settings.heads)
 
     def _task_label(self, task: str) -> str:
         raise NotImplementedError

@@ -10,7 +10,11 @@ field                  variable                    meaning
 =====================  ==========================  ===========================================
 device                 SAPIENS_DEVICE              auto | cpu | cuda | cuda:N | mps
 precision              SAPIENS_PRECISION           auto | fp32 | bf16 | fp16 | int8
-compile                SAPIENS_COMPILE             1: torch.compile the backbones (CUDA)
+compile                SAPIENS_COMPILE             auto | 1 | 0: torch.compile the backbones
+                                                   (auto: on CUDA when triton is installed)
+heads                  SAPIENS_HEADS               auto | fp32 | mixed: the depth and normal
+                                                   heads under a bf16/fp16 backbone (auto:
+                                                   mixed on CUDA with bf16, else fp32)
 weights_dir            SAPIENS_WEIGHTS_DIR         local weights folder (<dir>/<repo name>/...)
 input_scale            SAPIENS_INPUT_SCALE         Sapiens2 preview input scale in [0.1, 1]
 detector               SAPIENS_DETECTOR            person detector repo id, or ``none``
@@ -31,6 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_DETECTOR = "PekingU/rtdetr_r18vd"
+COMPILE_CHOICES = ("auto", "on", "off")
+HEADS_CHOICES = ("auto", "fp32", "mixed")
+_SWITCH = {"1": "on", "true": "on", "yes": "on", "on": "on", "0": "off", "false": "off", "no": "off",
+           "off": "off", "auto": "auto", "": "auto"}
 NO_DETECTOR = ("", "none", "off", "0")
 
 
@@ -38,7 +46,8 @@ NO_DETECTOR = ("", "none", "off", "0")
 class SapiensSettings:
     device: str = "auto"
     precision: str = "auto"
-    compile: bool = False
+    compile: str = "auto"  # auto | on | off (bools and 1/0 are read as on/off)
+    heads: str = "auto"  # auto | fp32 | mixed
     weights_dir: Path | None = None
     input_scale: float = 1.0
     detector: str | None = DEFAULT_DETECTOR  # None: people from the mask's connected components
@@ -49,6 +58,15 @@ class SapiensSettings:
         # "none"/"off" mean no detector, however the settings were made; folders are Paths
         if isinstance(self.detector, str) and self.detector.strip().lower() in NO_DETECTOR:
             object.__setattr__(self, "detector", None)
+        switch = {True: "on", False: "off"}.get(self.compile) if isinstance(self.compile, bool) \
+            else _SWITCH.get(str(self.compile).strip().lower())
+        if switch is None:
+            raise ValueError(f"SAPIENS_COMPILE must be auto, 1 or 0, got {self.compile!r}")
+        object.__setattr__(self, "compile", switch)
+        heads = str(self.heads).strip().lower()
+        if heads not in HEADS_CHOICES:
+            raise ValueError(f"SAPIENS_HEADS must be one of {', '.join(HEADS_CHOICES)}, got {self.heads!r}")
+        object.__setattr__(self, "heads", heads)
         if self.weights_dir is not None and not isinstance(self.weights_dir, Path):
             object.__setattr__(self, "weights_dir", Path(self.weights_dir).expanduser())
 
@@ -69,7 +87,8 @@ class SapiensSettings:
         settings = cls(
             device=text("SAPIENS_DEVICE", "auto").lower(),
             precision=text("SAPIENS_PRECISION", "auto").lower(),
-            compile=text("SAPIENS_COMPILE", "0") == "1",
+            compile=text("SAPIENS_COMPILE", "auto"),
+            heads=text("SAPIENS_HEADS", "auto"),
             weights_dir=Path(folder).expanduser() if folder else None,
             input_scale=scale,
             detector=detector,

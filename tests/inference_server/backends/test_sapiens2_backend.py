@@ -292,3 +292,33 @@ def test_bf16_backbone_keeps_the_regression_heads_in_float32(tiny_hub, offline_h
         terraced = half_head(feats.to(torch.bfloat16))[:, 2]
     assert _z_steps(terraced.float()) >= 2 ** -8
     b.unload()
+
+
+def test_mixed_heads_run_the_upsampling_in_bf16_and_the_last_layers_in_float32(tiny_hub, offline_hub):
+    """heads=mixed (the CUDA default): the heads' convolutions at the backbone's bf16, their
+    predictors and the pointmap's scale branch in float32 fed float32, so the pointmap still has
+    no bf16 terraces."""
+    import torch
+
+    from inference_server.backends.settings import SapiensSettings
+
+    offline_hub(tiny_hub)
+    settings = SapiensSettings(device="cpu", precision="bf16", heads="mixed", compile="off")
+    b = sapiens2.Sapiens2Backend("0.4b", tasks=("seg", "depth", "normal"), settings=settings)
+    b.load()
+    assert b.placement.heads == "mixed" and "mixed heads" in b.placement.describe()
+    depth = b.models["depth"]
+    for head in (depth.decode_head, b.models["normal"].decode_head):
+        assert {p.dtype for p in head.predictor.parameters()} == {torch.float32}
+        rest = {p.dtype for n, p in head.named_parameters() if not n.startswith("predictor.")}
+        assert rest == {torch.bfloat16}
+    assert {p.dtype for p in depth.scale_head.parameters()} == {torch.float32}
+    with torch.no_grad():
+        depth.decode_head.predictor.weight.normal_(0.0, 0.02)
+    outputs = []
+    depth.register_forward_hook(lambda m, a, out: outputs.append(out))
+    b.analyze(photo(), AnalyzeOptions(tasks=("seg", "depth", "normal")))
+    z = outputs[-1].pointmaps[:, 2]
+    assert outputs[-1].pointmaps.dtype == torch.float32 and outputs[-1].scales.dtype == torch.float32
+    assert float(z.min()) > 1.0 and _z_steps(z) < 1e-4
+    b.unload()

@@ -17,7 +17,7 @@ def test_settings_from_the_environment_and_overrides(tmp_path):
            "SAPIENS_AUTO_MODEL": "mediapipe", "SAPIENS_AUTO_SIZE": "1b"}
     s = SapiensSettings.from_env(env)
     assert (s.device, s.precision, s.compile, s.weights_dir, s.input_scale, s.detector, s.auto_model,
-            s.auto_size) == ("cpu", "bf16", True, tmp_path, 0.5, None, "mediapipe", "1b")
+            s.auto_size) == ("cpu", "bf16", "on", tmp_path, 0.5, None, "mediapipe", "1b")
     assert SapiensSettings.from_env(env, precision="fp32", device=None).precision == "fp32"
     assert SapiensSettings.from_env({}).detector == DEFAULT_DETECTOR
     with pytest.raises(ValueError, match="SAPIENS_INPUT_SCALE"):
@@ -62,3 +62,36 @@ def test_server_flags_override_the_environment(tmp_path, monkeypatch):
     import os
 
     assert os.environ["SAPIENS_DEVICE"] == "cuda"  # read, never rewritten
+
+
+def test_compile_and_heads_default_to_auto_and_resolve_by_device():
+    """auto compiles the backbone and mixes the heads on CUDA only; on the CPU both stay off, as
+    before these switches existed; explicit values win everywhere."""
+    from inference_server.backends import devices
+
+    s = SapiensSettings.from_env({})
+    assert (s.compile, s.heads) == ("auto", "auto")
+    assert SapiensSettings.from_env({"SAPIENS_COMPILE": "0", "SAPIENS_HEADS": "MIXED"}).compile == "off"
+    assert SapiensSettings(compile=True).compile == "on" and SapiensSettings(compile=False).compile == "off"
+    with pytest.raises(ValueError, match="SAPIENS_COMPILE"):
+        SapiensSettings.from_env({"SAPIENS_COMPILE": "maybe"})
+    with pytest.raises(ValueError, match="SAPIENS_HEADS"):
+        SapiensSettings.from_env({"SAPIENS_HEADS": "bf16"})
+    assert devices.resolve_heads("cuda", "bf16") == "mixed"
+    assert devices.resolve_heads("cuda", "fp16") == "fp32" and devices.resolve_heads("cpu", "bf16") == "fp32"
+    assert devices.resolve_heads("cpu", "bf16", "mixed") == "mixed"
+    assert devices.resolve_compile("cpu", "auto") is False and devices.resolve_compile("cpu", "on") is True
+    assert devices.resolve_compile("cuda", "off") is False
+    assert devices.resolve_compile("cuda", "auto") is devices.triton_available()
+    cpu = devices.choose_placement("cpu", "bf16")  # the defaults on this machine
+    assert (cpu.compile, cpu.heads) == (False, "fp32") and "mixed" not in cpu.describe()
+    assert devices.choose_placement("cpu", "bf16", "off", "mixed").describe() == "cpu bf16, mixed heads"
+
+
+def test_server_flags_set_compile_and_heads(monkeypatch):
+    from inference_server.__main__ import _model_settings, parse_args
+
+    monkeypatch.setenv("SAPIENS_COMPILE", "1")
+    s = _model_settings(parse_args(["--compile", "off", "--heads", "mixed"]))
+    assert (s.compile, s.heads) == ("off", "mixed")
+    assert _model_settings(parse_args([])).compile == "on"
