@@ -29,7 +29,8 @@ from .kinematics import Chain
 from .phenotype_basis import PhenotypeBasis
 from .procrustes import special_procrustes
 
-FORMAT_VERSION = 2  # bump when any template array's meaning changes (2: the expressions)
+FORMAT_VERSION = 3  # bump when any template array's meaning changes (2: the expressions; 3: the face
+# landmark vertices calibrated on the detector)
 PHENOTYPE_NAMES = ("gender", "age", "muscle", "weight", "height", "proportions")
 
 

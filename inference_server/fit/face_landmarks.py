@@ -1,15 +1,20 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Which anny vertex each Goliath face keypoint is: the face evidence the expression fit reads.
 
-The 27 points are the ones both backends give (Sapiens' Goliath face and the offline
+The 31 points are the ones both backends give (Sapiens' Goliath face and the offline
 backend's face mesh, mapped in backends/mediapipe_landmarks.py): eye corners and lid centres,
 lip corners and centres, nose, chin, brows. They are found once on anny's neutral template:
 - the lids' and lips' inner lines are where the skin meets anny's eye and mouth cavities (anny's
   own segmentation of its faces), so corners and centres are that ring's extremes;
 - nose, nasion, glabella, lips and chin are extremes of the face's midline profile;
 - the brows are where anny's brow expressions move the skin most.
-A point off by a few millimetres biases a real photo's expression a little (a closed mouth reads
-as slightly open); the ground truth uses the same vertices, so it measures the solver.
+Those geometric picks sit up to 15 % of the face's height from where a face detector puts the
+same point on the same face (the glabella ~1.7 cm high, the brow tails inwards, the nose base
+low), and the expression fit reads such an offset as an expression (a neutral face's brows
+raised or lowered). So for anny's own topology the picks are CALIBRATED: the vertices nearest
+to where the offline backend's face model finds each point on renders of anny's neutral face
+(4 body shapes x 5 view directions; benchmarks/calibrate_face_landmarks.py, which prints this
+table). The ground truth uses the same vertices, so it measures the solver.
 """
 
 from __future__ import annotations
@@ -17,6 +22,44 @@ from __future__ import annotations
 import numpy as np
 
 MIDLINE_M = 1e-4  # anny is mirror symmetric: midline vertices sit at x = 0
+ANNY_VERTICES = 13718  # the topology CALIBRATED is for (anny 0.6.2)
+# {Goliath name: anny vertex}: the geometric picks of derive(), moved where MediaPipe's face mesh
+# puts the point on anny's neutral face when that is >= 0.5 % of the face's height nearer (rms
+# over 20 renders); printed by benchmarks/calibrate_face_landmarks.py. Lids' centres and inner
+# lips stay on their cavity's ring, midline points on the midline, left/right points mirror twins.
+CALIBRATED = {
+    "bottom_center_of_nose": 317,
+    "center_of_cupid_bow": 466,
+    "center_of_glabella": 220,
+    "center_of_lower_inner_lip": 540,
+    "center_of_lower_outer_lip": 496,
+    "center_of_nose_root": 132,
+    "center_of_upper_inner_lip": 537,
+    "end_of_l_eyebrow": 6971,
+    "end_of_r_eyebrow": 212,
+    "l_centerpoint_of_lower_lash_line": 7771,
+    "l_centerpoint_of_upper_lash_line": 7758,
+    "l_inner_corner_of_mouth": 7257,
+    "l_inner_end_of_lower_lash_line": 6835,
+    "l_inner_end_of_upper_lash_line": 6835,
+    "l_outer_corner_of_mouth": 7256,
+    "l_outer_end_of_lower_lash_line": 7766,
+    "l_outer_end_of_upper_lash_line": 7766,
+    "lower_startpoint_of_l_eyebrow": 6927,
+    "lower_startpoint_of_r_eyebrow": 166,
+    "r_centerpoint_of_lower_lash_line": 1095,
+    "r_centerpoint_of_upper_lash_line": 1082,
+    "r_inner_corner_of_mouth": 528,
+    "r_inner_end_of_lower_lash_line": 67,
+    "r_inner_end_of_upper_lash_line": 67,
+    "r_outer_corner_of_mouth": 527,
+    "r_outer_end_of_lower_lash_line": 1090,
+    "r_outer_end_of_upper_lash_line": 1090,
+    "tip_of_chin": 5209,
+    "tip_of_nose": 302,
+    "upper_startpoint_of_l_eyebrow": 6967,
+    "upper_startpoint_of_r_eyebrow": 208,
+}
 
 
 def _ring(faces, head_faces, cavity_faces) -> np.ndarray:
@@ -93,7 +136,10 @@ def derive(model, rest: np.ndarray, names: tuple[str, ...], deltas_dense: np.nda
 def template_arrays(model, basis) -> dict[str, np.ndarray]:
     """The template's ``face_landmark_names`` / ``face_landmark_vertices`` (docs/body_format.md)."""
     rest = model.template_vertices.detach().cpu().double().numpy()
-    table = derive(model, rest, basis.names, basis.dense(len(rest)).astype(np.float64))
+    if len(rest) == ANNY_VERTICES:
+        table = dict(CALIBRATED)
+    else:  # another topology: the geometric picks
+        table = derive(model, rest, basis.names, basis.dense(len(rest)).astype(np.float64))
     names = sorted(table)
     return {"face_landmark_names": np.array(names),
             "face_landmark_vertices": np.array([table[n] for n in names], np.int32)}

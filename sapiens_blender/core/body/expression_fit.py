@@ -8,9 +8,12 @@ each landmark's camera position is linear in the weights (the offsets are skinne
 vertex's blended bone transform); projected, it is linearised at the neutral face (offsets are
 centimetres at metres: the error is far below a pixel). Then:
 1. a 2D similarity aligns the model's neutral stable points (eye corners, nose) with the
-   observed ones: it absorbs the head's small pose error and the face's size;
+   observed ones: it absorbs the face's size and place and most of the head's pose error;
 2. the driven weights solve a ridge least squares with 0 <= w <= 1 (an active set on the
-   normal equations: 19 unknowns, a few small solves).
+   normal equations: 19 unknowns, a few small solves), together with a small correction of the
+   head's pose (a 3D turn about the head's centre, a 2D shift and scale: HEAD_POSE, unbounded).
+   The body fit's head can be 10 degrees off a real head (the keypoints of a turned face); the
+   similarity alone leaves the far side of the face displaced, which reads as brows and smiles.
 Residuals are in units of the face's height (nasion to chin), so one ridge fits every photo size.
 Keys no landmark can tell apart (tongue, cheek puff, depth-only motions) are not driven: 0.
 numpy only: it runs in Blender (build, animate) and in benchmarks.
@@ -40,6 +43,16 @@ MIN_SCORE = 0.3  # keypoint score below which a face point is not used
 # at 1 % landmark noise the mean error is 0.082 at 1e-3, 0.075 at 2e-3, 0.073 at 4e-3 (but the
 # largest values shrink more).
 RIDGE = 2e-3
+# The head pose correction's unknowns, after the keys: a turn about the camera's x, y, z axes
+# (radians) about the head's centre, a shift (face heights) and a scale. Their ridge is small: the
+# stable points pin them down.
+HEAD_POSE = ("turn_x", "turn_y", "turn_z", "shift_x", "shift_y", "scale", "mouth_y")
+POSE_RIDGE = 1e-4
+# A detector's landmark noise in pixels, whatever the face's size (~1 % of a 140 px face, what
+# RIDGE was tuned for): a smaller face's points are noisier in face heights, so its ridge grows
+# as (noise / 1 %)^2 and its weights shrink towards neutral instead of reading the noise.
+NOISE_PX = 1.4
+HEAD_DEPTH_M = 0.09  # the head's centre behind its face points (rotation pivot)
 
 
 @dataclass
@@ -50,6 +63,7 @@ class FaceRig:
     neutral: np.ndarray  # [L,2] pixels: the neutral face's landmarks
     jacobian: np.ndarray  # [L,2,D] pixels per unit weight of each DRIVEN key
     driven: np.ndarray  # [D] index of each DRIVEN key in the template's names
+    pose_jacobian: np.ndarray | None = None  # [L,2,6] pixels per unit of each HEAD_POSE unknown
 
 
 def face_rig(template, rest_vertices, rest_bones, pose_bones, placement, intrinsics) -> FaceRig | None:
@@ -82,7 +96,21 @@ def face_rig(template, rest_vertices, rest_bones, pose_bones, placement, intrins
     jx = np.stack([np.stack([k[0, 0] / z, np.zeros_like(z), -k[0, 0] * cam[:, 0] / z ** 2], 1),
                    np.stack([np.zeros_like(z), k[1, 1] / z, -k[1, 1] * cam[:, 1] / z ** 2], 1)], 1)  # [L,2,3]
     jacobian = np.einsum("lci,ldi->lcd", jx, d_cam)
-    return FaceRig(tuple(names), neutral, jacobian, driven)
+    # The head's pose: a turn about its centre (behind the face points along the line of sight)
+    centre = cam.mean(0)
+    centre = centre + HEAD_DEPTH_M * centre / max(np.linalg.norm(centre), 1e-9)
+    arm = cam - centre
+    turns = np.stack([np.cross(np.eye(3)[k], arm) for k in range(3)], 2)  # [L,3,3]: dP/dturn_k
+    at = list(names).index
+    size = np.linalg.norm(neutral[at("center_of_nose_root")] - neutral[at("tip_of_chin")])
+    shift = np.broadcast_to(np.eye(2) * size, (len(names), 2, 2))
+    scale = (neutral - neutral.mean(0))[:, :, None]
+    # mouth_y: the whole mouth higher or lower on the face (the philtrum's length is a person's own,
+    # not an expression; a smile lifts the corners above the lips' centres, a jaw opens the lips)
+    mouth = np.array([("lip" in n or "mouth" in n or "cupid" in n) for n in names], np.float64)
+    mouth_y = (mouth[:, None] * np.array([0.0, size]))[:, :, None]
+    pose = np.concatenate([np.einsum("lci,lik->lck", jx, turns), shift, scale, mouth_y], 2)
+    return FaceRig(tuple(names), neutral, jacobian, driven, pose)
 
 
 def _similarity(src: np.ndarray, dst: np.ndarray, w: np.ndarray):
@@ -99,20 +127,22 @@ def _similarity(src: np.ndarray, dst: np.ndarray, w: np.ndarray):
     return s, rot, md - s * rot @ ms
 
 
-def _box_least_squares(h: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """argmin 1/2 e'He - g'e over 0 <= e <= 1 (H positive definite): an active set. Keys that
-    leave the box are held at their bound and the rest solved again; a held key whose gradient
-    points back inside is freed. A few 19x19 solves."""
+def _box_least_squares(h: np.ndarray, g: np.ndarray, low=0.0, high=1.0) -> np.ndarray:
+    """argmin 1/2 e'He - g'e over low <= e <= high (H positive definite; bounds scalars or
+    arrays, +-inf for a free unknown): an active set. Unknowns that leave the box are held at
+    their bound and the rest solved again; a held one whose gradient points back inside is
+    freed. A few 19x19 solves."""
     d = len(g)
+    low, high = np.broadcast_to(np.asarray(low, np.float64), (d,)), np.broadcast_to(np.asarray(high, np.float64), (d,))
     lo, hi = np.zeros(d, bool), np.zeros(d, bool)
     e = np.zeros(d)
     for _ in range(3 * d):
         free = ~(lo | hi)
-        e = np.where(hi, 1.0, 0.0)
+        e = np.where(hi, high, np.where(lo, low, 0.0))
         if free.any():
             rhs = g[free] - h[np.ix_(free, ~free)] @ e[~free]
             e[free] = np.linalg.solve(h[np.ix_(free, free)], rhs)
-        below, above = free & (e < 0.0), free & (e > 1.0)
+        below, above = free & (e < low), free & (e > high)
         if below.any() or above.any():
             lo |= below
             hi |= above
@@ -123,7 +153,19 @@ def _box_least_squares(h: np.ndarray, g: np.ndarray) -> np.ndarray:
             return e
         k = int(np.argmax(np.where(wrong, np.abs(grad), -1.0)))
         lo[k] = hi[k] = False
-    return np.clip(e, 0.0, 1.0)
+    return np.clip(e, low, high)
+
+
+def _design(rig: FaceRig, size: float, ridge: float):
+    """(jacobian [L,2,D+P] in face heights, ridge diagonal, low, high): the keys and, when the rig
+    has it, the head pose correction."""
+    j = rig.jacobian / size
+    d = j.shape[2]
+    if rig.pose_jacobian is None:
+        return j, np.full(d, ridge), np.zeros(d), np.ones(d)
+    p = rig.pose_jacobian.shape[2]
+    return (np.concatenate([j, rig.pose_jacobian / size], 2), np.r_[np.full(d, ridge), np.full(p, POSE_RIDGE)],
+            np.r_[np.zeros(d), np.full(p, -np.inf)], np.r_[np.ones(d), np.full(p, np.inf)])
 
 
 def fit_expression(rig: FaceRig, keypoints: np.ndarray, n_expressions: int, ridge: float = RIDGE) -> np.ndarray | None:
@@ -142,13 +184,15 @@ def fit_expression(rig: FaceRig, keypoints: np.ndarray, n_expressions: int, ridg
     size = np.linalg.norm(rig.neutral[rig.names.index("center_of_nose_root")]
                           - rig.neutral[rig.names.index("tip_of_chin")])
     r = ((back - rig.neutral)[ok] / size).reshape(-1)
-    j = (rig.jacobian[ok] / size).reshape(-1, rig.jacobian.shape[2])
+    ridge = ridge * max(1.0, (NOISE_PX / (0.01 * s * size)) ** 2)  # s * size: the face's height in the photo
+    design, diag, low, high = _design(rig, size, ridge)
+    j = design[ok].reshape(-1, design.shape[2])
     wts = np.repeat(score[ok], 2)
-    h = j.T @ (j * wts[:, None]) + ridge * np.eye(j.shape[1])
+    h = j.T @ (j * wts[:, None]) + np.diag(diag)
     g = j.T @ (r * wts)
-    e = _box_least_squares(h, g)
+    e = _box_least_squares(h, g, low, high)
     out = np.zeros(n_expressions, np.float32)
-    out[rig.driven] = e
+    out[rig.driven] = e[:len(rig.driven)]
     return out
 
 
@@ -158,10 +202,11 @@ def weight_noise(rig: FaceRig, noise: float = 0.01, ridge: float = RIDGE) -> np.
     may trust each key (the jaw ~0.02, a lid's widening ~0.1)."""
     size = np.linalg.norm(rig.neutral[rig.names.index("center_of_nose_root")]
                           - rig.neutral[rig.names.index("tip_of_chin")])
-    j = (rig.jacobian / size).reshape(-1, rig.jacobian.shape[2])
+    design, diag, _low, _high = _design(rig, size, ridge)
+    j = design.reshape(-1, design.shape[2])
     jtj = j.T @ j
-    inv = np.linalg.inv(jtj + ridge * np.eye(len(jtj)))
-    return noise * np.sqrt(np.diag(inv @ jtj @ inv))
+    inv = np.linalg.inv(jtj + np.diag(diag))
+    return noise * np.sqrt(np.diag(inv @ jtj @ inv))[:len(rig.driven)]
 
 
 def person_expression(template, fit, index: int, keypoints, intrinsics) -> np.ndarray | None:

@@ -79,3 +79,33 @@ def test_face_landmarks_are_the_backends_points_on_anny_face(body):
     moved = {n: np.linalg.norm(jaw[v]) for n, v in zip(names, t["face_landmark_vertices"])}
     assert moved["tip_of_chin"] > 0.01 and moved["center_of_lower_inner_lip"] > 0.005
     assert moved["tip_of_nose"] < moved["tip_of_chin"] / 10 and moved["center_of_upper_inner_lip"] < moved["center_of_lower_inner_lip"] / 3
+
+
+def test_face_landmarks_are_calibrated_mirror_twins_on_the_detectors_points(body):
+    """anny's template uses the detector-calibrated picks (face_landmarks.CALIBRATED): a left point
+    and its right twin mirror each other; the lids' centres and inner lips are on their cavity's
+    ring (a blink or an open mouth moves them as the lid or lip); the glabella sits between the
+    brows, not on the forehead (the geometric pick was ~1.7 cm higher than the detector's)."""
+    from inference_server.fit import face_landmarks
+
+    t = body.template()
+    names = [str(n) for n in t["face_landmark_names"]]
+    table = dict(zip(names, (int(v) for v in t["face_landmark_vertices"])))
+    assert table == face_landmarks.CALIBRATED
+    rest = body.anny.template_vertices.detach().cpu().double().numpy()
+    for n, v in table.items():
+        if n.startswith("l_") or "_l_" in n:
+            twin = table[n[:2].replace("l_", "r_") + n[2:].replace("_l_", "_r_")]
+            assert np.abs(rest[v] * [-1, 1, 1] - rest[twin]).max() < 1e-3, n
+    faces = body.anny.faces.cpu().numpy()
+    head = face_landmarks._segment(body.anny, "head")
+    rings = {"mouth": face_landmarks._ring(faces, head, face_landmarks._segment(body.anny, "mouth_cavity")),
+             "l": face_landmarks._ring(faces, head, face_landmarks._segment(body.anny, "eye_cavity.L")),
+             "r": face_landmarks._ring(faces, head, face_landmarks._segment(body.anny, "eye_cavity.R"))}
+    for n, v in table.items():
+        if "centerpoint_of" in n:
+            assert v in rings[n[0]], n
+        if "inner_lip" in n or "inner_corner_of_mouth" in n:
+            assert v in rings["mouth"], n
+    z = {n: rest[v][2] for n, v in table.items()}
+    assert 0.0 < z["center_of_glabella"] - z["center_of_nose_root"] < 0.012
