@@ -197,7 +197,7 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     ``expressions``: the 52 ARKit shape keys, set to the fit's expression (when the template has them).
     """
     from ..core.body import dressing as body_dressing, surface as body_surface
-    from ..core.build.report import BodyReport, fit_warnings
+    from ..core.build.report import EXPRESSION_SHOWN, BodyReport, fit_warnings
     from ..core.body.expression_fit import photo_expression
     from ..core.body.expressions import has_expressions
     from ..core.body.rig_names import retarget_rig
@@ -229,6 +229,8 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
         add_expression_keys(obj, template, rest, values)
         report.expressions = len(template.expression_names)
         report.expression_source = source
+        report.expression_values = {n: round(float(v), 2) for n, v in zip(template.expression_names, values)
+                                    if v > EXPRESSION_SHOWN}
     arm = build_body_armature(names, parents, fit.rest_bone_matrices[i], fit.rest_bone_tails[i],
                               f"{label} armature", collection)
     arm["sapiens_rig_names"] = rig_names

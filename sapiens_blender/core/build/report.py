@@ -59,9 +59,23 @@ class BodyReport:
     texture: dict | None = None  # the texture bake: texels, seen_texels, size
     expressions: int = 0  # ARKit shape keys on the mesh (0: none, or --no-expressions)
     expression_source: str | None = None  # where their values come from (core/body/expression_fit.py)
+    # {ARKit name: value} of the keys set above EXPRESSION_SHOWN (rounded to 0.01); {} neutral
+    expression_values: dict | None = None
 
     def to_dict(self) -> dict:
         return {k: v for k, v in _plain(asdict(self)).items() if v is not None}
+
+
+EXPRESSION_SHOWN = 0.05  # a key at or below this reads as neutral in the report
+
+
+def expression_summary(values: dict | None) -> str:
+    """The face's expression in one line, strongest keys first ('' when not set)."""
+    if values is None:
+        return ""
+    if not values:
+        return "neutral"
+    return ", ".join(f"{k} {v:.2f}" for k, v in sorted(values.items(), key=lambda kv: -kv[1]))
 
 
 # Past these the fitted body is said to match its person poorly (a warning, not an error: the
@@ -143,6 +157,9 @@ class PersonReport:
             fit_line = fit_summary(b.fit)
             if fit_line:
                 lines.append(f"    fit: {fit_line}")
+            face_line = expression_summary(b.expression_values)
+            if face_line:
+                lines.append(f"    face: {face_line}")
             guessed_line = guessed_summary(b.fit.get("guessed"))
             if guessed_line:  # which limbs the photo did not show (the body's vertex groups say too)
                 lines.append(f"    guessed: {guessed_line}")

@@ -37,6 +37,19 @@ def test_lines_for_the_body_alone():
     ]
 
 
+def test_the_face_line_lists_the_set_keys_strongest_first_or_says_neutral():
+    body = BodyReport(mode="minimal", vertices=13718, faces=27000, bones=104, expressions=52,
+                      expression_source="fitted to the photo's face keypoints",
+                      expression_values={"mouthSmileLeft": 0.62, "jawOpen": 0.9, "browInnerUp": 0.1})
+    lines = PersonReport(body=body).lines(1, has_mesh=False)
+    assert lines[1] == "    face: jawOpen 0.90, mouthSmileLeft 0.62, browInnerUp 0.10"
+    assert json.loads(json.dumps(body.to_dict()))["expression_values"]["jawOpen"] == 0.9
+    body.expression_values = {}
+    assert PersonReport(body=body).lines(1, has_mesh=False)[1] == "    face: neutral"
+    body.expression_values = None  # no expressions (--no-expressions): no line
+    assert len(PersonReport(body=body).lines(1, has_mesh=False)) == 1
+
+
 def test_to_dict_is_json_ready_and_leaves_out_what_is_not_there():
     report = PersonReport(vertices=np.int64(10), surface={"islands_removed": np.int32(2), "reprojection_px": np.float32("nan")},
                           skinning=SkinningReport(method="auto", vertices=10, max_influences=4))
