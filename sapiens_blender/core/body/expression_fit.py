@@ -48,6 +48,9 @@ RIDGE = 2e-3
 # stable points pin them down.
 HEAD_POSE = ("turn_x", "turn_y", "turn_z", "shift_x", "shift_y", "scale", "mouth_y")
 POSE_RIDGE = 1e-4
+# The mouth's height on the face varies between people by a few % of the face's height: its ridge
+# is a prior of that size (std ~ 1 % landmark noise / sqrt(ridge)).
+MOUTH_RIDGE = 0.1
 # A detector's landmark noise in pixels, whatever the face's size (~1 % of a 140 px face, what
 # RIDGE was tuned for): a smaller face's points are noisier in face heights, so its ridge grows
 # as (noise / 1 %)^2 and its weights shrink towards neutral instead of reading the noise.
@@ -164,7 +167,7 @@ def _design(rig: FaceRig, size: float, ridge: float):
     if rig.pose_jacobian is None:
         return j, np.full(d, ridge), np.zeros(d), np.ones(d)
     p = rig.pose_jacobian.shape[2]
-    return (np.concatenate([j, rig.pose_jacobian / size], 2), np.r_[np.full(d, ridge), np.full(p, POSE_RIDGE)],
+    return (np.concatenate([j, rig.pose_jacobian / size], 2), np.r_[np.full(d, ridge), np.full(p - 1, POSE_RIDGE), MOUTH_RIDGE],
             np.r_[np.zeros(d), np.full(p, -np.inf)], np.r_[np.ones(d), np.full(p, np.inf)])
 
 
