@@ -43,8 +43,8 @@ RENDER_PX = 256
 def build(photo: Path, work: Path, model: str | None) -> tuple[Path, Path, Path]:
     stem = work / photo.stem
     # this checkout's CLI (and the local server it starts), whatever the environment has installed
-    cmd = [sys.executable, "-c", "from sapiens_blender.cli import main; main()", "build", str(photo), "--body", "minimal",
-           "-o", f"{stem}.blend", "--save-maps", f"{stem}.npz", "--report", f"{stem}.json"]
+    cmd = [sys.executable, "-c", "from sapiens_blender.cli import main; main()", "build", str(photo),
+           "--body", "minimal", "-o", f"{stem}.blend", "--save-maps", f"{stem}.npz", "--report", f"{stem}.json"]
     if model:
         cmd += ["--model", model]
     start = time.perf_counter()
@@ -79,8 +79,8 @@ def face_rows(maps_path: Path, report_path: Path | None) -> list[dict]:
         rows_kp = [ef.KEYPOINT_INDEX[n] for n in names]
         seen = kp[rows_kp, 2] >= ef.MIN_SCORE
         at = names.index
-        height = float(np.linalg.norm(kp[ef.KEYPOINT_INDEX["center_of_nose_root"], :2]
-                                      - kp[ef.KEYPOINT_INDEX["tip_of_chin"], :2])) if seen[[at("center_of_nose_root"), at("tip_of_chin")]].all() else 0.0
+        ends = [at("center_of_nose_root"), at("tip_of_chin")]
+        height = float(np.linalg.norm(kp[rows_kp[ends[0]], :2] - kp[rows_kp[ends[1]], :2])) if seen[ends].all() else 0.0
         if report_path is not None and int(pid) in reported:
             values = reported[int(pid)]
         else:

@@ -10,10 +10,13 @@ centimetres at metres: the error is far below a pixel). Then:
 1. a 2D similarity aligns the model's neutral stable points (eye corners, nose) with the
    observed ones: it absorbs the face's size and place and most of the head's pose error;
 2. the driven weights solve a ridge least squares with 0 <= w <= 1 (an active set on the
-   normal equations: 19 unknowns, a few small solves), together with a small correction of the
-   head's pose (a 3D turn about the head's centre, a 2D shift and scale: HEAD_POSE, unbounded).
-   The body fit's head can be 10 degrees off a real head (the keypoints of a turned face); the
-   similarity alone leaves the far side of the face displaced, which reads as brows and smiles.
+   normal equations: 19 + 7 unknowns, a few small solves), together with what is not an
+   expression (HEAD_POSE): a correction of the head's pose (a 3D turn about the head's centre, a
+   2D shift and scale; the body fit's head can be 10 degrees off a real head, and the similarity
+   alone leaves the far side of the face displaced, read as brows and smiles) and the mouth's
+   height on the face (a person's philtrum, not a smile).
+Calibrated landmark vertices (face_landmarks.CALIBRATED) and a ridge that grows for small faces
+(NOISE_PX) keep real neutral faces near 0 (docs/expressions.md, benchmarks/bench_real_faces.py).
 Residuals are in units of the face's height (nasion to chin), so one ridge fits every photo size.
 Keys no landmark can tell apart (tongue, cheek puff, depth-only motions) are not driven: 0.
 numpy only: it runs in Blender (build, animate) and in benchmarks.
@@ -43,9 +46,9 @@ MIN_SCORE = 0.3  # keypoint score below which a face point is not used
 # at 1 % landmark noise the mean error is 0.082 at 1e-3, 0.075 at 2e-3, 0.073 at 4e-3 (but the
 # largest values shrink more).
 RIDGE = 2e-3
-# The head pose correction's unknowns, after the keys: a turn about the camera's x, y, z axes
-# (radians) about the head's centre, a shift (face heights) and a scale. Their ridge is small: the
-# stable points pin them down.
+# What is not an expression, solved after the keys: a turn of the head about the camera's x, y, z
+# axes (radians) about its centre, a shift (face heights) and a scale, all unbounded with a small
+# ridge (the stable points pin them down), and the mouth's height on the face (face heights).
 HEAD_POSE = ("turn_x", "turn_y", "turn_z", "shift_x", "shift_y", "scale", "mouth_y")
 POSE_RIDGE = 1e-4
 # The mouth's height on the face varies between people by a few % of the face's height: its ridge
@@ -66,7 +69,7 @@ class FaceRig:
     neutral: np.ndarray  # [L,2] pixels: the neutral face's landmarks
     jacobian: np.ndarray  # [L,2,D] pixels per unit weight of each DRIVEN key
     driven: np.ndarray  # [D] index of each DRIVEN key in the template's names
-    pose_jacobian: np.ndarray | None = None  # [L,2,6] pixels per unit of each HEAD_POSE unknown
+    pose_jacobian: np.ndarray | None = None  # [L,2,7] pixels per unit of each HEAD_POSE unknown
 
 
 def face_rig(template, rest_vertices, rest_bones, pose_bones, placement, intrinsics) -> FaceRig | None:
@@ -134,7 +137,7 @@ def _box_least_squares(h: np.ndarray, g: np.ndarray, low=0.0, high=1.0) -> np.nd
     """argmin 1/2 e'He - g'e over low <= e <= high (H positive definite; bounds scalars or
     arrays, +-inf for a free unknown): an active set. Unknowns that leave the box are held at
     their bound and the rest solved again; a held one whose gradient points back inside is
-    freed. A few 19x19 solves."""
+    freed. A few 26x26 solves."""
     d = len(g)
     low, high = np.broadcast_to(np.asarray(low, np.float64), (d,)), np.broadcast_to(np.asarray(high, np.float64), (d,))
     lo, hi = np.zeros(d, bool), np.zeros(d, bool)
@@ -167,7 +170,8 @@ def _design(rig: FaceRig, size: float, ridge: float):
     if rig.pose_jacobian is None:
         return j, np.full(d, ridge), np.zeros(d), np.ones(d)
     p = rig.pose_jacobian.shape[2]
-    return (np.concatenate([j, rig.pose_jacobian / size], 2), np.r_[np.full(d, ridge), np.full(p - 1, POSE_RIDGE), MOUTH_RIDGE],
+    diag = np.r_[np.full(d, ridge), np.full(p - 1, POSE_RIDGE), MOUTH_RIDGE]
+    return (np.concatenate([j, rig.pose_jacobian / size], 2), diag,
             np.r_[np.zeros(d), np.full(p, -np.inf)], np.r_[np.ones(d), np.full(p, np.inf)])
 
 

@@ -150,7 +150,8 @@ def test_a_small_face_shrinks_towards_neutral_instead_of_reading_its_noise(face)
             seen = kp[:, 2] > 0
             centre = kp[seen, :2].mean(0)
             height = face_cases.face_height(t, face_cases.landmark_pixels(t, f, 0, np.zeros(52)))
-            kp[seen, :2] = centre + (kp[seen, :2] - centre) * (30.0 / height) + rng.normal(0.0, 1.4, (seen.sum(), 2))
+            kp[seen, :2] = (centre + (kp[seen, :2] - centre) * (30.0 / height)
+                            + rng.normal(0.0, 1.4, (seen.sum(), 2)))
             got = expression_fit.fit_expression(rig, kp, 52)
             assert check(got), (case, seed, {t.expression_names[k]: round(float(got[k]), 2) for k in driven if got[k] > 0.1})
 
