@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.torch, pytest.mark.anny]
 
 def test_template_sends_the_basis_compactly(body):
     t = body.template()
-    assert body.version.endswith("/2")
+    assert body.version.endswith("/3")  # 2: the expressions; 3: the calibrated face landmarks
     names = [str(n) for n in t["expression_names"]]
     assert len(names) == 52 and names[24] == "jawOpen" and names[-1] == "tongueOut"
     idx, deltas = t["expression_vertices"], t["expression_deltas"]
