@@ -4,7 +4,9 @@ single-view build of the same run.
 
 Ground truth (tests/support/scan_scenes.py): a dressed anny body whose colours differ front,
 sides and back, turning once in N views (keypoints 1.5 px and depth 5 mm of noise, the arms a
-few degrees off per view, a light on the camera, an exposure per view).
+few degrees off per view, a light on the camera, an exposure per view); ``--camera orbit``: the
+person stands still and a hand-held camera goes round (its height, distance and aim differ
+per view), scored the same way.
 
 - **speed**: `sapiens-blender scan --maps-dir DIR -o scan.glb` (CLI subprocess, a running server
   with the body model loaded) against `build --maps view00.npz --body -o single.glb`, wall clock;
@@ -13,7 +15,7 @@ few degrees off per view, a light on the camera, an exposure per view).
   above the input views (tests/support/scan_scoring.py): silhouette IoU, colour error after one
   gain per channel, whole-body Chamfer, hidden side of the first view, rest height, watertight.
 
-    .venv/bin/python benchmarks/bench_scan.py [--views 24] [--size 960 720] [--quality]
+    .venv/bin/python benchmarks/bench_scan.py [--views 24] [--size 960 720] [--camera turn|orbit] [--quality]
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--views", type=int, default=24)
     ap.add_argument("--size", type=int, nargs=2, default=(960, 720), metavar=("H", "W"))
+    ap.add_argument("--camera", choices=("turn", "orbit"), default="turn",
+                    help="the person turns before a fixed camera (default) or a camera goes round them")
     ap.add_argument("--quality", action="store_true", help="also score against the ground truth")
     ap.add_argument("--texture-size", type=int, default=1024)
     ap.add_argument("--renders", type=Path, metavar="PNG",
@@ -126,12 +130,12 @@ def main() -> int:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_scan_"))
     t = time.perf_counter()
-    case = scan_scenes.make(views=args.views, size=tuple(args.size))
+    case = scan_scenes.make(views=args.views, size=tuple(args.size), camera=args.camera)
     folder = tmp / "views"
     folder.mkdir()
     for i, maps in enumerate(case.views):
         maps.save(folder / f"view{i:02d}.npz")
-    print(f"ground truth: {args.views} views of {args.size[1]}x{args.size[0]} in {time.perf_counter() - t:.1f} s "
+    print(f"ground truth ({args.camera}): {args.views} views of {args.size[1]}x{args.size[0]} in {time.perf_counter() - t:.1f} s "
           f"(not timed below)")
     server = start_server(tmp, timeout=120)
     try:

@@ -91,15 +91,15 @@ def body_scene(body_model):
 
 @pytest.fixture(scope="session")
 def scan_case(body_model):
-    """Factory: scan_case(views, size) -> scan_scenes.ScanCase (a dressed, patterned body turning
-    before the camera; cached per arguments)."""
+    """Factory: scan_case(views, size, camera) -> scan_scenes.ScanCase (a dressed, patterned body
+    turning before the camera, or ``camera="orbit"``: a camera going round it; cached per arguments)."""
     import scan_scenes
 
     cache = {}
 
-    def get(views: int = 6, size=(200, 150)):
-        if (views, size) not in cache:
-            cache[(views, size)] = scan_scenes.make(views=views, size=size)
-        return cache[(views, size)]
+    def get(views: int = 6, size=(200, 150), camera: str = "turn"):
+        if (views, size, camera) not in cache:
+            cache[(views, size, camera)] = scan_scenes.make(views=views, size=size, camera=camera)
+        return cache[(views, size, camera)]
 
     return get

@@ -8,8 +8,11 @@ fixed camera in N views, its colours differing front, sides and back, each view 
 - per view: the body turned by 360 k / N degrees, the arms a few degrees off the first view's
   pose, keypoints 1.5 px and depth 5 mm of noise, a light that stays with the camera (shading by
   the surface's angle to it) and an exposure that differs per view (a gain per channel);
-- a camera going round a person who stands still gives the fit the same thing (one relative
-  placement per view), so only the turning variant is made here.
+- ``camera="orbit"``: the camera goes round a person who stands still (the arms do not move),
+  hand-held: its height (5-10 degrees up or down), distance (2.7-3.3 m) and aim (the person
+  off the image's centre by up to 0.15 m) differ per view, the light still on the camera. The
+  fit sees the same kind of thing (one relative placement per view), but the person is no longer
+  upright in every view nor as large, and never centred.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class ScanCase:
     yaws: np.ndarray  # degrees per view
     height: float  # m, rest height of the (undressed) body
     gains: np.ndarray  # [V,3] the exposure each view was photographed with (view 0: 1)
+    camera: str = "turn"  # "turn": the person turns before a fixed camera; "orbit": the camera goes round
 
 
 def pattern(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
@@ -98,10 +102,33 @@ def paint(maps, body, vertex_colours: np.ndarray, gain=(1.0, 1.0, 1.0)) -> None:
     maps.image = np.rint(image.reshape(h, w, 3)).clip(0, 255).astype(np.uint8)
 
 
+def _orbit(body, k: int, distance: float, rng) -> "scenes.Body":
+    """``body`` (turned by the view's azimuth, centred at ``distance``) as a hand-held camera
+    going round it sees it in view ``k``: raised or lowered (the body tips about the camera's x
+    axis through its centre), nearer or farther, aimed off the body. View 0 is the reference."""
+    if k == 0:
+        return body
+    e = np.radians(rng.uniform(5.0, 10.0) * rng.choice([-1.0, 1.0]))
+    tilt = np.array([[1, 0, 0], [0, np.cos(e), np.sin(e)], [0, -np.sin(e), np.cos(e)]])
+    centre = np.array([0.0, 0.0, distance])
+    to = centre + np.array([rng.uniform(-0.15, 0.15), rng.uniform(-0.1, 0.1), rng.uniform(-0.3, 0.3)])
+
+    def move(p):
+        return (np.asarray(p, np.float64) - centre) @ tilt.T + to
+    return scenes.Body(move(body.vertices), body.faces, body.face_class,
+                       {n: move(p) for n, p in body.joints.items()}, body.height)
+
+
 def make(views: int = 12, size=(320, 240), shape: str = "average", distance: float = 3.0,
-         wiggle_deg: float = 4.0, keypoint_px: float = 1.5, depth_m: float = 0.005, seed: int = 0) -> ScanCase:
-    """The turning body in ``views`` views of ``size`` (H, W)."""
+         wiggle_deg: float = 4.0, keypoint_px: float = 1.5, depth_m: float = 0.005, seed: int = 0,
+         camera: str = "turn") -> ScanCase:
+    """The turning body (``camera="turn"``) or the still body a camera goes round (``"orbit"``:
+    the arms still, the camera's height, distance and aim differing per view) in ``views`` views
+    of ``size`` (H, W)."""
+    if camera not in ("turn", "orbit"):
+        raise ValueError(f"camera must be 'turn' or 'orbit', not {camera!r}")
     rng = np.random.default_rng(seed)
+    hand = np.random.default_rng(seed + 7919)
     yaws = 360.0 * np.arange(views) / views
     reference = scenes.pose_body(POSE, shape, 0.0, (0.0, 0.0, distance))
     colours = pattern(reference.vertices, reference.faces)
@@ -109,14 +136,17 @@ def make(views: int = 12, size=(320, 240), shape: str = "average", distance: flo
     gains = np.ones((views, 3))
     gains[1:] = rng.uniform(0.88, 1.12, (views - 1, 3))
     for k, yaw in enumerate(yaws):
-        body = scene_variants.dress(scenes.pose_body(_pose(k, wiggle_deg), shape, float(yaw), (0.0, 0.0, distance)))
+        pose = _pose(k, 0.0 if camera == "orbit" else wiggle_deg)
+        body = scene_variants.dress(scenes.pose_body(pose, shape, float(yaw), (0.0, 0.0, distance)))
+        if camera == "orbit":
+            body = _orbit(body, k, distance, hand)
         scene = scenes.render([body], size, focal=_focal(size, distance))
         maps = scene_variants.degrade(scene_variants.with_clothing(scene.maps), keypoint_px=keypoint_px,
                                       depth_m=depth_m, seed=seed * 1000 + k)
         paint(maps, body, shade(body, colours), gain=gains[k])
         out_views.append(maps)
         bodies.append(body)
-    return ScanCase(out_views, bodies, colours, yaws, reference.height, gains)
+    return ScanCase(out_views, bodies, colours, yaws, reference.height, gains, camera)
 
 
 def _focal(size, distance: float) -> float:

@@ -75,3 +75,32 @@ def test_body_scan_inputs_are_checked():
         _check({k: v for k, v in good.items() if k != "parts"})
     with pytest.raises(BackendError, match="pixels per view"):
         _check(dict(good, depth=np.zeros((2, 5, 4), np.float32)))
+
+
+@pytest.mark.slow
+def test_a_camera_going_round_a_still_person(scan_case, body):
+    """The moving-camera variant (tests/support/scan_scenes.py, ``camera="orbit"``): the person
+    stands still, the camera's height, distance and aim differ per view; each view's body lands
+    where that view saw it and the one shape is the person's."""
+    import gt_cases
+
+    from inference_server.fit.scan import fit_views
+
+    case = scan_case(camera="orbit")
+    turned = scan_case()
+    # The ground truth: view 0 is the turning case's; every other view is a rigid move of the
+    # same still body (distances between vertices kept), seen from another height or distance.
+    np.testing.assert_allclose(case.bodies[0].vertices, turned.bodies[0].vertices)
+    idx = np.random.default_rng(0).choice(len(case.bodies[0].vertices), 200, replace=False)
+
+    def spans(v):
+        return np.linalg.norm(v[idx, None] - v[None, idx], axis=-1)
+    for k in range(1, len(case.bodies)):
+        np.testing.assert_allclose(spans(case.bodies[k].vertices), spans(case.bodies[0].vertices), atol=1e-9)
+        assert np.abs(case.bodies[k].vertices.mean(0) - turned.bodies[k].vertices.mean(0)).max() > 0.01
+    out = fit_views(body, [gt_cases.observations(m)[0] for m in case.views])
+    rest = out["rest_vertices"][0]
+    assert abs((rest[:, 2].max() - rest[:, 2].min()) - case.height) < 0.02
+    for k, truth in enumerate(case.bodies):
+        apart = np.linalg.norm(out["vertices"][k] - truth.vertices, axis=1)
+        assert np.median(apart) < 0.04, (k, np.median(apart))
