@@ -60,6 +60,7 @@ class ScanSettings:
     # covered limbs lean ~1 cm towards its own camera, into the clothes (the legs under 2 cm
     # of trousers on the ground truth), and no other view's evidence can say how far.
     thickness: float = 1.0
+    thickness_prior: float = 0.05  # per cm^2 of a part's thickness away from 1 cm
     # Pull (per rad^2) of every view's limb rotations towards their mean over the views. Each
     # view sees only its own side, so a limb nearer that view's camera under thinner clothes
     # fits its pixels as well as the truth does: a lean towards the camera that turns with the
@@ -151,12 +152,17 @@ def _fit_views(body, observations, settings, scan, progress, cancel) -> dict:
             evaluations += 1
             opt.zero_grad()
             loss = group.losses(True).sum() + _consistency(probs, scan.consistency) + _agreement(probs, scan.agreement)
+            if thickness is not None:  # weakly towards 1 cm: a part the views barely see stays there
+                loss = loss + scan.thickness_prior * ((thickness.abs() * 100.0 - 1.0) ** 2).sum()
             loss.backward()
             return loss
         opt.step(closure)
         _say(progress, 0.7 + 0.3 * (r + 1) / scan.joint_rounds, f"joint round {r + 1} of {scan.joint_rounds}")
     seconds = time.perf_counter() - start
     fits = [fitter._person_fit(p, {"scan": evaluations}, seconds / len(probs)) for p in probs]
+    worn = None if thickness is None else _part_thickness(thickness, probs[0].obs, group.terms)
+    for f in fits:  # the add-on's clothed layer blends it with what each view measures
+        f.report["clothing_thickness_m"] = worn
     arrays = body.evaluate(np.stack([f.rotvecs for f in fits]), np.stack([f.phenotypes for f in fits]),
                            np.stack([f.placement for f in fits]))
     arrays["person_ids"] = np.arange(1, len(fits) + 1, dtype=np.int32)
@@ -165,7 +171,7 @@ def _fit_views(body, observations, settings, scan, progress, cancel) -> dict:
     arrays["scan_report"] = np.array(json.dumps({
         "views": len(probs), "seconds": round(seconds, 3), "per_view_seconds": round(per_view, 3),
         "joint_evaluations": evaluations, "poses_borrowed": borrowed,
-        "clothing_thickness_m": None if thickness is None else _part_thickness(thickness, probs[0].obs, group.terms), "views_refitted": rescued, "phenotypes": [round(float(x), 4) for x in fits[0].phenotypes]}))
+        "clothing_thickness_m": worn, "views_refitted": rescued, "phenotypes": [round(float(x), 4) for x in fits[0].phenotypes]}))
     _say(progress, 1.0, f"one body from {len(probs)} views")
     return arrays
 

@@ -54,11 +54,15 @@ def _edge_distance(mine: np.ndarray, limit: int = EDGE_PX) -> np.ndarray:
 
 
 def scan_dressing(views: list, faces, vertex_parts, rest_vertices=None, head_part: int | None = None,
-                  hairline: float | None = None, iterations: int = 200, zbufs=None) -> tuple[Dressing, np.ndarray]:
+                  hairline: float | None = None, iterations: int = 200, zbufs=None,
+                  part_thickness=None) -> tuple[Dressing, np.ndarray]:
     """(the clothed layer as ``dressing.dressing`` gives it, seen [V] bool: vertices some view saw)
     from every view: a vertex's thickness is the mean of the views that see it squarely (each
     weighted by its cosine), its dressed share the views' vote; only vertices no view saw are
-    continued over the mesh graph from their neighbours."""
+    continued over the mesh graph from their neighbours. ``part_thickness`` [V] (metres, 0 where
+    none): the thickness the fit found for each vertex's part (one per part, from every view's
+    covering points at once); where a view measured the vertex, the two are averaged (each view's
+    own measure runs thin by what its body sits out into the clothes)."""
     f = np.asarray(faces, np.int64)
     n = len(views[0].vertices)
     w_thick = np.zeros(n)
@@ -109,6 +113,9 @@ def scan_dressing(views: list, faces, vertex_parts, rest_vertices=None, head_par
     x = np.clip((is_dressed - 0.3) / 0.4, 0.0, 1.0)
     share = x * x * (3.0 - 2.0 * x)
     thick = np.where(seen_dressed, thick_sum / np.maximum(w_thick, 1e-12), 0.0)
+    if part_thickness is not None:
+        fitted = np.asarray(part_thickness, np.float64)
+        thick = np.where(seen_dressed & (fitted > 0), 0.5 * (thick + fitted), thick)
     around = diffuse(thick, seen_dressed, edges, iterations)
     out = np.clip(np.where(seen_dressed, thick, share * around), 0.0, MAX_THICKNESS)
     over = parts == head_part if head_part is not None else None
@@ -272,6 +279,16 @@ class ScanSurface:
     report: dict
 
 
+def fitted_thickness(template, fit):
+    """[V] metres: the clothing thickness the scan fit found for each vertex's part (its report's
+    ``clothing_thickness_m``, per part name; 0 for a part without), or None without one."""
+    worn = fit.report(int(fit.person_ids[0])).get("clothing_thickness_m")
+    if not worn:
+        return None
+    per_part = np.array([float(worn.get(str(name), 0.0)) for name in template.part_names])
+    return per_part[np.asarray(template.vertex_parts, np.int64)]
+
+
 def scan_surface(template, fit, views: list, mode: str = "clothed", texture_size: int = 1024) -> ScanSurface:
     """The clothed layer and the fused texture of one scanned body: ``fit`` (core.body.records.BodyFit)
     holds one row per view (the same shape, each view's pose), ``views`` the matching ScanView
@@ -282,7 +299,8 @@ def scan_surface(template, fit, views: list, mode: str = "clothed", texture_size
     faces = np.asarray(template.faces, np.int64)
     zbufs = depth_buffers(views, faces)
     worn, seen = scan_dressing(views, faces, template.vertex_parts, rest_vertices=fit.rest_vertices[0],
-                               zbufs=zbufs, **head_landmarks(template, fit, 0))
+                               zbufs=zbufs, part_thickness=fitted_thickness(template, fit),
+                               **head_landmarks(template, fit, 0))
     rest = np.asarray(fit.rest_vertices[0], np.float64)
     posed = np.asarray(views[0].vertices, np.float64)
     if mode == "clothed":

@@ -41,6 +41,12 @@ def test_views_share_one_shape_and_each_keeps_its_pose(scanned):
         assert np.linalg.norm(out["vertices"][k].mean(0) - truth.vertices.mean(0)) < 0.03, k
     report = json.loads(str(out["scan_report"]))
     assert report["views"] == len(case.views) and report["joint_evaluations"] > 0
+    # One clothing thickness per covered part, shared by the views: the truth wears 1.5 cm on the
+    # torso and arms, 2 cm on the legs (tests/support/scene_variants.dress).
+    worn = report["clothing_thickness_m"]
+    print(worn)
+    assert {"Torso", "Left_Upper_Leg", "Right_Lower_Leg"} <= set(worn), worn
+    assert 0.008 < worn["Torso"] < 0.025 and all(0.01 < worn[k] < 0.03 for k in worn if "Leg" in k), worn
     assert any("one shape" in s for s in stages) and any("joint round" in s for s in stages)
 
 
@@ -104,3 +110,21 @@ def test_a_camera_going_round_a_still_person(scan_case, body):
     for k, truth in enumerate(case.bodies):
         apart = np.linalg.norm(out["vertices"][k] - truth.vertices, axis=1)
         assert np.median(apart) < 0.04, (k, np.median(apart))
+
+
+def test_agreement_pulls_each_views_limbs_towards_the_views_mean():
+    import torch
+
+    from inference_server.fit.scan import _agreement
+
+    class View:
+        def __init__(self, free):
+            self.pose_free = torch.tensor(free, dtype=torch.float64, requires_grad=True)
+    same = [View([[0.1, 0.2, 0.3]]) for _ in range(3)]
+    assert float(_agreement(same, 20.0)) == 0.0 and _agreement(same[:1], 20.0) == 0.0
+    views = [View([[0.0, 0.0, 0.0]]), View([[0.3, 0.0, 0.0]]), View([[0.0, 0.0, 0.0]])]
+    loss = _agreement(views, 20.0)
+    loss.backward()
+    assert float(loss) == pytest.approx(20.0 * (2 * 0.1 ** 2 + 0.2 ** 2))
+    # the view off the mean is pulled back to it, the others towards it
+    assert views[1].pose_free.grad[0, 0] > 0 and views[0].pose_free.grad[0, 0] < 0
