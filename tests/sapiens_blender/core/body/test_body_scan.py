@@ -98,3 +98,38 @@ def test_views_that_add_nothing_are_skipped_and_said_why(setup):
     assert select_views(v, max_views=3).kept == [0, 2, 5]  # evenly spaced
     with pytest.raises(ScanError, match="at least 2 usable views"):
         select_views([v[0], repeat])
+
+
+def test_clothed_layer_averages_the_fits_part_thickness(setup):
+    case, t, views = setup
+    worn, seen = sc.scan_dressing(views, t.faces, t.vertex_parts)
+    n = len(views[0].vertices)
+    # The views' bodies are the dressed truth: they measure ~0; the fit's 1 cm halves to ~5 mm.
+    both, _ = sc.scan_dressing(views, t.faces, t.vertex_parts, part_thickness=np.full(n, 0.01))
+    dressed = seen & (worn.dressed > 0.5)
+    assert dressed.sum() > 1000 and np.median(worn.thickness[dressed]) < 0.004
+    np.testing.assert_allclose(np.median(both.thickness[dressed]), 0.005 + 0.5 * np.median(worn.thickness[dressed]),
+                               atol=0.001)
+    # No part thickness from the fit (0 everywhere): the views' measure alone.
+    alone, _ = sc.scan_dressing(views, t.faces, t.vertex_parts, part_thickness=np.zeros(n))
+    np.testing.assert_array_equal(alone.thickness, worn.thickness)
+
+
+def test_fitted_thickness_per_vertex_from_the_fits_report(setup):
+    _case, t, _views = setup
+
+    class Fit:
+        person_ids = np.array([1])
+
+        def __init__(self, report):
+            self._report = report
+
+        def report(self, pid):
+            return self._report
+    assert sc.fitted_thickness(t, Fit({})) is None
+    per_vertex = sc.fitted_thickness(t, Fit({"clothing_thickness_m": {"Torso": 0.015, "Left_Upper_Leg": 0.02}}))
+    names = [str(n) for n in t.part_names]
+    parts = np.asarray(t.vertex_parts)
+    assert np.all(per_vertex[parts == names.index("Torso")] == 0.015)
+    assert np.all(per_vertex[parts == names.index("Left_Upper_Leg")] == 0.02)
+    assert np.all(per_vertex[parts == names.index("Left_Hand")] == 0.0)
