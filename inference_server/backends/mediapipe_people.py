@@ -70,7 +70,7 @@ class Person:
     right_hand: np.ndarray | None
     face: np.ndarray | None  # [468,2] px
     roi: tuple = ((0.0, 0.0), (0.0, 0.0))  # the landmarks' box: hips' centre, body-circle point (px)
-    first: tuple | None = None  # (pose, world) of the first look, at the detection's box
+    first: np.ndarray | None = None  # [33,4] pose of the first look, at the detection's box
     score: float = 1.0  # the detector's score of the candidate that placed them
 
 
@@ -170,27 +170,24 @@ def _person_at(process, image: np.ndarray, hips, top, refine: int, full: bool = 
     person = Person(np.zeros((h, w), bool), pose, world, _points(res.left_hand_landmarks, w, h),
                     _points(res.right_hand_landmarks, w, h), _points(res.face_landmarks, w, h),
                     (aux[0], aux[1]))
-    if first is not res and first.pose_landmarks is not None and first.pose_world_landmarks is not None:
-        person.first = (np.array([(p.x * w, p.y * h, 0.0, p.visibility) for p in first.pose_landmarks.landmark],
-                                 np.float32),
-                        np.array([(p.x, p.y, p.z) for p in first.pose_world_landmarks.landmark], np.float32))
+    if first is not res and first.pose_landmarks is not None:
+        person.first = np.array([(p.x * w, p.y * h, 0.0, p.visibility) for p in first.pose_landmarks.landmark],
+                                np.float32)
     return person, segmentation
 
 
-def _average(person: Person, look: tuple) -> None:
-    """``person``'s body (pixels, visibility, world) averaged with another ``look`` (pose, world)
-    at them. The refined box alone sees less: the astronaut's elbow behind her helmet has
-    visibility 0.52 at the detection's box, 0.34 at the refined one, 0.43 averaged (a joint
-    under 0.3 is not measured); two looks also average out some noise: the backend's 2D error
-    on the real photos 4.8 -> 4.5 % (docs/body_fit.md). Looks whose torsos disagree (the
+def _average(person: Person, pose: np.ndarray) -> None:
+    """``person``'s 2D landmarks and visibilities averaged with another look's ``pose`` at them.
+    The refined box alone sees less: the astronaut's elbow behind her helmet has visibility
+    0.52 at the detection's box, 0.34 at the refined one, 0.43 averaged (a joint under 0.3 is
+    not measured); two looks also average out some noise (the backend's 2D error on the real
+    photos 4.8 -> 4.5 %). The world landmarks stay the refined look's (averaged too, the 3D
+    frames' fit was 143 mm, not 137; docs/body_fit.md). Looks whose torsos disagree (the
     refinement moved to a neighbour) are not mixed."""
-    pose, world = look
     idx = [POSE[n] for n in ("left_shoulder", "right_shoulder", "left_hip", "right_hip")]
     if np.linalg.norm(person.pose[idx, :2] - pose[idx, :2], axis=1).mean() > SAME_PERSON * _torso_size(person.pose):
         return
     person.pose[:, [0, 1, 3]] = 0.5 * (person.pose[:, [0, 1, 3]] + pose[:, [0, 1, 3]])
-    person.world = 0.5 * (person.world + world)
-    person.pose[:, 2] = person.world[:, 2]
 
 
 def _on_a_bigger_one(cand, people: list[Person], seg: list[np.ndarray]) -> bool:
