@@ -126,7 +126,7 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
                 _average(full[0], person.first)
             full[0].score = person.score
             people[k], seg[k] = full
-    biggest = int(np.argmax([int(m.sum()) for m in seg])) if people else -1  # a ghost in a chest can have a bigger torso
+    biggest = int(np.argmax([int(m.sum()) for m in seg])) if people else -1  # a ghost can have a bigger torso
     keep: list[int] = []
     for k in range(len(people)):  # the detector's most certain first: a ghost lies on a kept one
         p = people[k]
@@ -211,7 +211,7 @@ def _legs_seen(p: Person) -> float:
 def _body_seen(p: Person) -> float:
     """Mean visibility of the shoulders, arms, hands' points and hips. On the real photos, the
     people placed by a detection under SURE_SCORE showed a face or >= 0.61; the ghosts (on an
-    artwork, in a flag behind the astronaut) no face and <= 0.58: a thin margin, few samples."""
+    artwork, in a corner of the astronaut photo) no face and <= 0.58: a thin margin, few samples."""
     return float(p.pose[POSE["left_shoulder"]:POSE["right_hip"] + 1, 3].mean())
 
 
