@@ -20,7 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SCORE_THRESHOLD = 0.5
+# Detections from 0.3: a wheelchair user, someone turned away or hugging scores 0.3-0.5 on every
+# tile; those under SURE_SCORE are kept only when the landmark model confirms them
+# (mediapipe_people: a face found, or the torso and arms seen).
+SCORE_THRESHOLD = 0.3
+SURE_SCORE = 0.5
 TILE_FRACTIONS = (1.0, 0.5, 0.25)  # tile sides as fractions of the photo's long side
 MIN_TILE_SIDE = 96  # px; smaller tiles hold nothing the detector can see
 SAME_PERSON = 0.5  # hips and shoulders this close (x the body radius): one person seen twice
@@ -29,6 +33,7 @@ BOX_SCALE = 1.25  # the landmark model's crop: the body circle's diameter x 1.25
 _GRAPH = r"""
 input_stream: "image"
 output_stream: "detections"
+output_stream: "unsure_detections"
 node {
   calculator: "ImageToTensorCalculator"
   input_stream: "IMAGE:image"
@@ -57,7 +62,7 @@ node {
   calculator: "TensorsToDetectionsCalculator"
   input_stream: "TENSORS:detection_tensors"
   input_side_packet: "ANCHORS:anchors"
-  output_stream: "DETECTIONS:unfiltered_detections"
+  output_stream: "DETECTIONS:unfiltered"
   options: { [mediapipe.TensorsToDetectionsCalculatorOptions.ext] {
     num_classes: 1 num_boxes: 2254 num_coords: 12 box_coord_offset: 0 keypoint_coord_offset: 4
     num_keypoints: 4 num_values_per_keypoint: 2 sigmoid_score: true score_clipping_thresh: 100.0
@@ -66,16 +71,40 @@ node {
 }
 node {
   calculator: "NonMaxSuppressionCalculator"
-  input_stream: "unfiltered_detections"
-  output_stream: "filtered_detections"
+  input_stream: "unfiltered"
+  output_stream: "filtered"
   options: { [mediapipe.NonMaxSuppressionCalculatorOptions.ext] {
     min_suppression_threshold: 0.3 overlap_type: INTERSECTION_OVER_UNION algorithm: WEIGHTED } }
 }
 node {
   calculator: "DetectionLetterboxRemovalCalculator"
-  input_stream: "DETECTIONS:filtered_detections"
+  input_stream: "DETECTIONS:filtered"
   input_stream: "LETTERBOX_PADDING:letterbox_padding"
   output_stream: "DETECTIONS:detections"
+}
+node {
+  calculator: "TensorsToDetectionsCalculator"
+  input_stream: "TENSORS:detection_tensors"
+  input_side_packet: "ANCHORS:anchors"
+  output_stream: "DETECTIONS:unfiltered_unsure"
+  options: { [mediapipe.TensorsToDetectionsCalculatorOptions.ext] {
+    num_classes: 1 num_boxes: 2254 num_coords: 12 box_coord_offset: 0 keypoint_coord_offset: 4
+    num_keypoints: 4 num_values_per_keypoint: 2 sigmoid_score: true score_clipping_thresh: 100.0
+    reverse_output_order: true x_scale: 224.0 y_scale: 224.0 h_scale: 224.0 w_scale: 224.0
+    min_score_thresh: %(low)s } }
+}
+node {
+  calculator: "NonMaxSuppressionCalculator"
+  input_stream: "unfiltered_unsure"
+  output_stream: "filtered_unsure"
+  options: { [mediapipe.NonMaxSuppressionCalculatorOptions.ext] {
+    min_suppression_threshold: 0.3 overlap_type: INTERSECTION_OVER_UNION algorithm: WEIGHTED } }
+}
+node {
+  calculator: "DetectionLetterboxRemovalCalculator"
+  input_stream: "DETECTIONS:filtered_unsure"
+  input_stream: "LETTERBOX_PADDING:letterbox_padding"
+  output_stream: "DETECTIONS:unsure_detections"
 }
 """
 
@@ -131,22 +160,27 @@ def merge(cands: list[Candidate]) -> list[Candidate]:
 
 
 class PoseDetector:
-    """The wheel's BlazePose detector as a graph of our own (call it from one thread)."""
+    """The wheel's BlazePose detector as a graph of our own (call it from one thread). One
+    inference, decoded twice: from ``threshold`` (sure) and from ``low``. Each set goes through
+    its own weighted NMS, so the sure boxes are what a lone ``threshold`` gives (unsure boxes
+    averaged in would move them); an unsure detection is one whose whole cluster is under it."""
 
-    def __init__(self, threshold: float = SCORE_THRESHOLD):
+    def __init__(self, threshold: float = SURE_SCORE, low: float = SCORE_THRESHOLD):
         from mediapipe.python.solution_base import SolutionBase
 
-        self._graph = SolutionBase(graph_config=_GRAPH % {"threshold": float(threshold)})
+        self.threshold = float(threshold)
+        self._graph = SolutionBase(graph_config=_GRAPH % {"threshold": self.threshold, "low": float(low)})
 
     def close(self) -> None:
         self._graph.close()
 
     def detect(self, image: np.ndarray) -> list[Candidate]:
-        """Detections in one RGB uint8 image (its own pixels)."""
+        """Detections in one RGB uint8 image (its own pixels), sure ones first."""
         h, w = image.shape[:2]
         res = self._graph.process({"image": np.ascontiguousarray(image)})
         out = []
-        for d in res.detections or []:
+        for d in list(res.detections or []) + [d for d in res.unsure_detections or []
+                                               if d.score[0] < self.threshold]:
             k = np.array([(p.x * w, p.y * h) for p in d.location_data.relative_keypoints], np.float64)
             if len(k) < 3:
                 continue
@@ -159,8 +193,8 @@ class PoseDetector:
         for x, y, t in tiles(image.shape[:2]):
             if cancel is not None:
                 cancel.check()
-            if any(_covers(c, x, y, t) for c in found):
-                continue  # inside the crop of a person found at a coarser scale
+            if any(c.score >= SURE_SCORE and _covers(c, x, y, t) for c in found):
+                continue  # inside the crop of a person found at a coarser scale (an unsure one may be a ghost)
             for c in self.detect(image[y:y + t, x:x + t]):
                 if c.radius > 2:
                     found.append(Candidate(c.score, c.hips + (x, y), c.radius, c.shoulders + (x, y),

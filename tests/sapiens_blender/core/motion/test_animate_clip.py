@@ -23,9 +23,6 @@ def clip(tmp_path_factory):
     return folder, write_clip(folder, frames=40)
 
 
-@pytest.mark.xfail(strict=True, reason="known regression (issue 33): since the offline backend places the "
-                   "landmarks at the detector's box, the astronaut's left elbow is measured in 68 % of this "
-                   "clip's frames (was >= 90 %), so it drops out of the joints this test follows")
 def test_panned_astronaut_joints_follow_the_known_motion(server, clip):
     folder, shifts = clip
     with V2Client(f"http://{server.url}", server.token) as client:
