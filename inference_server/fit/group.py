@@ -106,8 +106,9 @@ def losses_of(terms: GroupTerms, body, sample, v, dense: bool, rest=None) -> tor
     if dense:
         joints, posed = body.sampled(rest, v.rotvecs, sample)
         # The dense surface knows the depth better than the joint radii do.
-        return terms.keypoints(joints, v, terms.wt["lift_dense"]) + terms.priors(v) + terms.surface(posed, v)
-    return terms.keypoints(body.skeleton(rest, v.rotvecs).joints, v) + terms.priors(v)
+        return terms.keypoints(joints, v, terms.wt["lift_dense"]) + terms.priors(v, joints) + terms.surface(posed, v)
+    joints = body.skeleton(rest, v.rotvecs).joints
+    return terms.keypoints(joints, v) + terms.priors(v, joints)
 
 
 _COMPILED = None

@@ -319,7 +319,8 @@ class PersonProblem:
             else:  # the matches held, the normals of the body as it is now
                 self._normals = vertex_normals(verts, self.f._faces)[self.f._sample]
             terms.new_round()
-        loss = terms.keypoints(out["joints"], v, self.wt["lift_dense"]) + terms.priors(v) + terms.surface(sample, v)
+        loss = (terms.keypoints(out["joints"], v, self.wt["lift_dense"]) + terms.priors(v, out["joints"])
+                + terms.surface(sample, v))
         return loss[0]
 
     def run_plain(self, max_steps: int, target_px: float | None, cancel=None, monitor=None,

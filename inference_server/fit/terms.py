@@ -21,6 +21,7 @@ import torch
 from .body_model import rotvec_to_matrix
 from .correspondences import JOINT_NAMES
 from .limits import hinge_penalty
+from . import pose_prior
 from .procrustes import special_procrustes
 from .tensor_ops import charbonnier, keypoint_cost, pinhole, rescaled_depth
 
@@ -127,6 +128,17 @@ class GroupTerms:
             # ground-truth body without depth, given its true 3D pose, fitted 16.5 cm off).
             self.world_turns = torch.as_tensor([o.metric for o in obs], device=dev)
         self.prior, self.finger_prior, self.twist_prior = stack("prior"), stack("finger_prior"), stack("twist_prior")
+        # The learned pose prior (pose_prior.py), per limb: on a limb nothing shows, at its own
+        # weight; on a seen one, in proportion to the doubt of its keypoints (1 - their scores),
+        # and only where the depth is a guess: a person with the backend's own 3D pose, i.e. the
+        # offline backend, whose pseudo-depth comes from the same landmarks. Measured depth
+        # (Sapiens2's pointmap, the ground truth) places a seen limb better than the prior does.
+        guessed = real([o.world is not None for o in obs])
+        self.pose_prior_w = pose_prior.limb_weights(self.prior, self.w, guessed * self.wt.get("pose_prior", 0.0),
+                                                    self.wt.get("pose_prior_unseen", 0.0))
+        self.any_pose_prior = bool((self.pose_prior_w > 0).any())
+        if self.any_pose_prior:
+            self.pose_model = pose_prior.load(dt, dev)
         # Depth: relative depth solves a scale and shift per person (people without it would
         # hold 1 and 0, which leave its terms exact).
         self.any_depth = any(o.has_depth for o in obs)
@@ -212,11 +224,14 @@ class GroupTerms:
         err = charbonnier((unit - target).norm(dim=-1) * 100.0, 1.0)
         return (self.world_w * err).sum(-1) / self.world_w.sum(-1).clamp_min(1e-6)
 
-    def priors(self, v: Variables) -> torch.Tensor:
-        """[P]: rotations towards rest (hard where nothing shows a bone), twist and hinge
+    def priors(self, v: Variables, joints: torch.Tensor | None = None) -> torch.Tensor:
+        """[P]: rotations towards rest (hard where nothing shows a bone), the limbs' poses
+        likely in real motion (of ``joints`` [P,J,3], the model frame's), twist and hinge
         limits, shapes near the average, age held past a young adult."""
         f, free = self.f, v.pose_free
         loss = (self.prior[..., None] * free ** 2).sum((1, 2)) * 0.5 * self.wt["prior"]
+        if joints is not None and self.any_pose_prior:
+            loss = loss + (self.pose_prior_w * self.pose_model.energy(joints)).sum(-1)
         # Twist (about each bone's own Y) is rare, and one keypoint per bone does not see it:
         # held harder (but a forearm whose hand is seen turns freely: problem.TWIST_SEEN).
         loss = loss + (self.twist_prior * free[..., 1] ** 2).sum(-1)
