@@ -10,8 +10,10 @@ in a frame of the torso (6 numbers): the pelvis frame for a leg (hips across, th
 the chest frame for an arm (shoulders across). Both bones in the torso's frame, rather than the
 lower in the upper's: a frame on the upper bone needs a twist reference that fails where the
 bone lies along it (an arm held out sideways). Left limbs are mirrored onto right ones, so one
-Gaussian mixture per kind of limb serves both sides. The energy is the mixture's negative
-log-likelihood less its most likely value (about 0 for a common pose).
+Gaussian mixture per kind of limb serves both sides; the mocap's legs are shifted onto anny's
+rig before learning (its hips are a COCO regressor's, not femur heads). The energy is the
+mixture's negative log-likelihood less the mocap's best (about 0 for a common pose).
+Where it weighs in the fit: terms.GroupTerms; measured: docs/body_fit.md "Pose prior".
 """
 
 from __future__ import annotations
