@@ -134,9 +134,9 @@ def limb_weights(bone_prior: torch.Tensor, scores: torch.Tensor, seen_weight: to
                  unseen_weight: float) -> torch.Tensor:
     """[P,4] each limb's weight of the prior. Where neither of its bones is seen
     (problem.PersonProblem.prior [P,F] holds the hard pull to rest there, >= 1):
-    ``unseen_weight``; else the person's ``seen_weight`` [P] x the doubt of its keypoints, 1 - the mean of its
-    lower joints' (elbow and wrist, knee and ankle) ``scores`` [P,J] (the fit's keypoint weights,
-    JOINT_NAMES order; 0 where a keypoint is not used). On exact keypoints (the ground truth,
+    ``unseen_weight``; else the person's ``seen_weight`` [P] x the doubt of its keypoints, 1 -
+    the mean of its lower joints' (elbow and wrist, knee and ankle) ``scores`` [P,J] (the fit's
+    keypoint weights, JOINT_NAMES order; 0 where a keypoint is not used). On exact keypoints (the ground truth,
     scores 1) nothing; on a limb the backend half guesses (MediaPipe's arm at 0.04), most."""
     from .bones import BODY_BONES
 

@@ -120,8 +120,8 @@ class FitSettings:
     # world landmarks; no Sapiens backend gives one), turned onto the body first. On the
     # real-photo benchmark (benchmarks/bench_real.py), 3D frames' PA-MPJPE mean / 2D photos'
     # error: 219 mm / 6.0 % without it, 185 / 6.6 at 1, 183 / 6.8 at 2, 179 mm at 5 with the 2D
-    # error up to 7-12 % of a person's size (MediaPipe's own landmarks: 175 mm / 5.9 %).
-    # pose_prior*: the pose prior learned from mocap (pose_prior.py; docs/body_fit.md "Pose prior").
+    # error up to 7-12 % of a person's size (MediaPipe's own landmarks: 175 mm / 5.9 %). Its depth
+    # component alone at 2: 184 mm / 7.4 %. pose_prior*: pose_prior.py, docs/body_fit.md "Pose prior".
     weights: dict = field(default_factory=lambda: {
         "lift": 0.25, "lift_dense": 1.0, "prior": 1.0, "prior_seen": 0.03, "hinge": 1.0, "surface": 4.0,
         "inside": 0.5, "part": 0.2, "cover": 0.3, "world": 1.0,
