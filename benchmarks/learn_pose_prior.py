@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Learn the fit's pose prior (inference_server/fit/pose_prior.npz) from CMU mocap (ASF/AMC).
+"""Learn the fit's pose prior (inference_server/fit/pose_prior.json) from CMU mocap (ASF/AMC).
 
     python benchmarks/learn_pose_prior.py --data <folder with *.asf and *.amc> [--out PATH]
 
@@ -209,7 +209,7 @@ def anny_rest_features() -> np.ndarray:
 
 
 def prior_parameters(features: np.ndarray, k: int, reg: float = 0.01) -> dict:
-    """The npz's arrays for features [N,4,6] (pose_prior.LIMBS): per kind (arm, leg) the
+    """The shipped arrays for features [N,4,6] (pose_prior.LIMBS): per kind (arm, leg) the
     mixture as pose_prior.PosePrior reads it, its log weights folding in the normalisers."""
     from inference_server.fit.pose_prior import KINDS
 
@@ -232,7 +232,7 @@ def prior_parameters(features: np.ndarray, k: int, reg: float = 0.01) -> dict:
 def main(argv=None) -> int:
     import torch
 
-    from inference_server.fit.pose_prior import DATA, KINDS, limb_features
+    from inference_server.fit.pose_prior import DATA, KINDS, limb_features, write_parameters
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, required=True, help="folder with the .asf/.amc files")
@@ -249,8 +249,8 @@ def main(argv=None) -> int:
     print("rest offsets (arm, leg):", offset.round(3).tolist())
     print(f"{len(joints)} frames ({time.perf_counter() - t0:.0f} s); fitting {args.components} components per limb kind")
     params = prior_parameters(feats, args.components, args.reg)
-    np.savez_compressed(args.out, **params, rest_offset=offset.astype(np.float32), frames=np.int64(len(joints)),
-                        every=np.int64(args.every))
+    write_parameters(args.out, {**params, "rest_offset": offset.astype(np.float32),
+                                "frames": np.int64(len(joints)), "every": np.int64(args.every)})
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes, {time.perf_counter() - t0:.0f} s)")
     return 0
 

@@ -2,7 +2,8 @@
 """A pose prior learned from real human motion: how likely each arm and leg's pose is.
 
 Learned by benchmarks/learn_pose_prior.py from the CMU Graphics Lab Motion Capture Database
-(mocap.cs.cmu.edu, NSF EIA-0196217) and shipped as its parameters only (pose_prior.npz).
+(mocap.cs.cmu.edu, NSF EIA-0196217) and shipped as its parameters only (pose_prior.json: JSON,
+since the extension zip leaves .npz files out).
 
 Rig-agnostic: it reads joint positions, not a rig's rotations, so the mocap skeleton and anny's
 regressed joints give the same features. Per limb, its upper and lower bone's unit directions
@@ -18,6 +19,8 @@ Where it weighs in the fit: terms.GroupTerms; measured: docs/body_fit.md "Pose p
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +28,7 @@ import torch
 
 from .correspondences import JOINT_NAMES
 
-DATA = Path(__file__).with_name("pose_prior.npz")
+DATA = Path(__file__).with_name("pose_prior.json")
 # The joints the features read, in this order (index 0-5 left, 6-11 right).
 FEATURE_JOINTS = tuple(f"{s}_{j}" for s in ("left", "right")
                        for j in ("shoulder", "elbow", "wrist", "hip", "knee", "ankle"))
@@ -115,13 +118,23 @@ class PosePrior:
 _LOADED: dict = {}
 
 
+def read_parameters(path: Path = DATA) -> dict:
+    """The learned arrays by name (each stored as shape, dtype and its values flattened)."""
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    return {k: np.asarray(v["data"], v["dtype"]).reshape(v["shape"]) for k, v in raw.items()}
+
+
+def write_parameters(path: Path, arrays: dict) -> None:
+    arrays = {k: np.asarray(v) for k, v in arrays.items()}
+    Path(path).write_text(json.dumps({k: {"shape": list(a.shape), "dtype": str(a.dtype), "data": a.ravel().tolist()}
+                                      for k, a in arrays.items()}, separators=(",", ":")), encoding="utf-8")
+
+
 def load(dtype=torch.float32, device="cpu") -> PosePrior:
     """The shipped prior, read once per process and kept per (dtype, device)."""
     key = (dtype, str(device))
     if key not in _LOADED:
-        with np.load(DATA) as f:
-            data = {k: f[k] for k in f.files}
-        _LOADED[key] = PosePrior(data, dtype, device)
+        _LOADED[key] = PosePrior(read_parameters(), dtype, device)
     return _LOADED[key]
 
 

@@ -14,11 +14,11 @@ pytestmark = [pytest.mark.torch, pytest.mark.anny]
 
 
 def test_shipped_parameters_load_and_are_finite():
-    with np.load(pose_prior.DATA) as f:
-        for name in ("means", "prec_chol", "log_norm", "best"):
-            assert np.all(np.isfinite(f[name])), name
-        assert f["means"].shape[0] == 2 and f["means"].shape[2] == 6  # arm, leg; 6 features
-        assert int(f["frames"]) > 10000  # learned from real motion, not a handful of poses
+    f = pose_prior.read_parameters()
+    for name in ("means", "prec_chol", "log_norm", "best"):
+        assert f[name].dtype == np.float32 and np.all(np.isfinite(f[name])), name
+    assert f["means"].shape[0] == 2 and f["means"].shape[2] == 6  # arm, leg; 6 features
+    assert int(f["frames"]) > 10000  # learned from real motion, not a handful of poses
     prior = pose_prior.load()
     assert prior.means.shape[0] == len(pose_prior.LIMBS)
 

@@ -88,6 +88,10 @@ def test_zip_layout_holds_addon_and_server_but_no_tests(built_zip):
     assert "ui/registration.py" in names and "core/local_server/process.py" in names
     assert "server_src/inference_server/__main__.py" in names
     assert not [n for n in names if n.startswith(("tests/", "docs/", "benchmarks/")) or "__pycache__" in n]
+    # every file the server reads besides its code (the manifest's excludes once left the pose prior out)
+    data = sorted(str(p.relative_to(REPO)) for p in (REPO / "inference_server").rglob("*")
+                  if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts)
+    assert data and not [d for d in data if f"server_src/{d}" not in names]
 
 
 def test_validator_rejects_a_bad_manifest(tmp_path):
