@@ -50,6 +50,12 @@ def check_args(args) -> str | None:
     return None
 
 
+def progress_line(stage: str, fraction: float | None, text: str) -> str:
+    """One progress line for stderr; a stage that reports no fraction (loading a model) has none."""
+    share = "   " if fraction is None else f"{100 * fraction:3.0f}%"
+    return f"[{stage} {share}] {text}"
+
+
 def run(args) -> int:
     try:
         from ..blender.deterministic import import_bpy
@@ -66,7 +72,7 @@ def run(args) -> int:
     started = time.perf_counter()
 
     def progress(stage, fraction, text):
-        print(f"[{stage} {100 * fraction:3.0f}%] {text}", file=sys.stderr, flush=True)
+        print(progress_line(stage, fraction, text), file=sys.stderr, flush=True)
 
     try:
         check_writable([*args.output, *([args.save_joints] if args.save_joints else [])])

@@ -33,6 +33,7 @@ def test_scan_maps_dir_to_glb_with_joints(maps_dir, server, tmp_path):
     assert "body (clothed)" in out.stdout and "104 bones" in out.stdout
     assert "scan: 6 views" in out.stdout
     assert "[fit" in out.stderr and "joint round" in out.stderr  # progress per stage
+    assert "progress callback failed" not in out.stderr
     report = validate_gltf(tmp_path / "scan.glb")
     assert report["issues"]["numErrors"] == 0, report["issues"]["messages"][:5]
     glb = Glb(tmp_path / "scan.glb")
