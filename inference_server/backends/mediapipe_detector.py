@@ -58,55 +58,41 @@ node {
     input_size_width: 224 anchor_offset_x: 0.5 anchor_offset_y: 0.5 strides: 8 strides: 16
     strides: 32 strides: 32 strides: 32 aspect_ratios: 1.0 fixed_anchor_size: true } }
 }
+"""
+
+# Decoding, NMS and letterbox removal of the one inference, once per score floor (the sure
+# set and the unsure one), so the sure boxes are exactly what a lone detector would give.
+_DECODE = r"""
 node {
   calculator: "TensorsToDetectionsCalculator"
   input_stream: "TENSORS:detection_tensors"
   input_side_packet: "ANCHORS:anchors"
-  output_stream: "DETECTIONS:unfiltered"
+  output_stream: "DETECTIONS:unfiltered%(tag)s"
   options: { [mediapipe.TensorsToDetectionsCalculatorOptions.ext] {
     num_classes: 1 num_boxes: 2254 num_coords: 12 box_coord_offset: 0 keypoint_coord_offset: 4
     num_keypoints: 4 num_values_per_keypoint: 2 sigmoid_score: true score_clipping_thresh: 100.0
     reverse_output_order: true x_scale: 224.0 y_scale: 224.0 h_scale: 224.0 w_scale: 224.0
-    min_score_thresh: %(threshold)s } }
+    min_score_thresh: %(floor)s } }
 }
 node {
   calculator: "NonMaxSuppressionCalculator"
-  input_stream: "unfiltered"
-  output_stream: "filtered"
+  input_stream: "unfiltered%(tag)s"
+  output_stream: "filtered%(tag)s"
   options: { [mediapipe.NonMaxSuppressionCalculatorOptions.ext] {
     min_suppression_threshold: 0.3 overlap_type: INTERSECTION_OVER_UNION algorithm: WEIGHTED } }
 }
 node {
   calculator: "DetectionLetterboxRemovalCalculator"
-  input_stream: "DETECTIONS:filtered"
+  input_stream: "DETECTIONS:filtered%(tag)s"
   input_stream: "LETTERBOX_PADDING:letterbox_padding"
-  output_stream: "DETECTIONS:detections"
-}
-node {
-  calculator: "TensorsToDetectionsCalculator"
-  input_stream: "TENSORS:detection_tensors"
-  input_side_packet: "ANCHORS:anchors"
-  output_stream: "DETECTIONS:unfiltered_unsure"
-  options: { [mediapipe.TensorsToDetectionsCalculatorOptions.ext] {
-    num_classes: 1 num_boxes: 2254 num_coords: 12 box_coord_offset: 0 keypoint_coord_offset: 4
-    num_keypoints: 4 num_values_per_keypoint: 2 sigmoid_score: true score_clipping_thresh: 100.0
-    reverse_output_order: true x_scale: 224.0 y_scale: 224.0 h_scale: 224.0 w_scale: 224.0
-    min_score_thresh: %(low)s } }
-}
-node {
-  calculator: "NonMaxSuppressionCalculator"
-  input_stream: "unfiltered_unsure"
-  output_stream: "filtered_unsure"
-  options: { [mediapipe.NonMaxSuppressionCalculatorOptions.ext] {
-    min_suppression_threshold: 0.3 overlap_type: INTERSECTION_OVER_UNION algorithm: WEIGHTED } }
-}
-node {
-  calculator: "DetectionLetterboxRemovalCalculator"
-  input_stream: "DETECTIONS:filtered_unsure"
-  input_stream: "LETTERBOX_PADDING:letterbox_padding"
-  output_stream: "DETECTIONS:unsure_detections"
+  output_stream: "DETECTIONS:%(output)s"
 }
 """
+
+
+def _graph(threshold: float, low: float) -> str:
+    return (_GRAPH + _DECODE % {"tag": "", "floor": threshold, "output": "detections"}
+            + _DECODE % {"tag": "_unsure", "floor": low, "output": "unsure_detections"})
 
 
 @dataclass
@@ -169,7 +155,7 @@ class PoseDetector:
         from mediapipe.python.solution_base import SolutionBase
 
         self.threshold = float(threshold)
-        self._graph = SolutionBase(graph_config=_GRAPH % {"threshold": self.threshold, "low": float(low)})
+        self._graph = SolutionBase(graph_config=_graph(self.threshold, float(low)))
 
     def close(self) -> None:
         self._graph.close()
