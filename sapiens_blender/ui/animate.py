@@ -18,7 +18,7 @@ from bpy.props import BoolProperty, EnumProperty, IntProperty, PointerProperty, 
 from ..core.jobs.background import Job
 from . import jobs, preferences, state
 from .operators import _JobOperator
-from .panel import _SapiensPanel, draw_job_button
+from .panel import _SapiensPanel, draw_clip_source, draw_job_button
 
 
 class SapiensAnimateProperties(bpy.types.PropertyGroup):
@@ -143,11 +143,7 @@ def draw_animate(layout, context) -> None:
     props = context.scene.sapiens_animate
     busy = session.job_running()
     col = layout.column()
-    col.row().prop(props, "source", expand=True)
-    if props.source == "MOVIE":
-        col.template_ID(props, "clip", open="clip.open")
-    else:
-        col.prop(props, "sequence_dir", text="")
+    draw_clip_source(col, props, "sequence_dir")
     row = col.row(align=True)
     row.prop(props, "frame_start")
     row.prop(props, "frame_end")

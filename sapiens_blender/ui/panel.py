@@ -200,6 +200,15 @@ def _wrap(text: str, width: int) -> list[str]:
     return lines
 
 
+def draw_clip_source(col, props, folder_prop: str) -> None:
+    """A sub-panel's input: a movie clip or a folder of images (Animate, Scan)."""
+    col.row().prop(props, "source", expand=True)
+    if props.source == "MOVIE":
+        col.template_ID(props, "clip", open="clip.open")
+    else:
+        col.prop(props, folder_prop, text="")
+
+
 def draw_job_button(col, session, busy: bool, kind, operator: str, text: str, icon: str) -> None:
     """A sub-panel's big button with its Cancel, and the progress of its own job (Animate, Scan)."""
     row = col.row(align=True)

@@ -16,7 +16,7 @@ from bpy.props import EnumProperty, IntProperty, PointerProperty, StringProperty
 from ..core.jobs.background import Job
 from . import jobs, preferences, state
 from .operators import _JobOperator
-from .panel import _SapiensPanel, draw_job_button
+from .panel import _SapiensPanel, draw_clip_source, draw_job_button
 
 
 class SapiensScanProperties(bpy.types.PropertyGroup):
@@ -107,11 +107,7 @@ def draw_scan(layout, context) -> None:
     props = context.scene.sapiens_scan
     busy = session.job_running()
     col = layout.column()
-    col.row().prop(props, "source", expand=True)
-    if props.source == "MOVIE":
-        col.template_ID(props, "clip", open="clip.open")
-    else:
-        col.prop(props, "folder", text="")
+    draw_clip_source(col, props, "folder")
     row = col.row(align=True)
     row.prop(props, "stride")
     row.prop(props, "max_views")
