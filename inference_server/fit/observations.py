@@ -45,6 +45,11 @@ _KEYPOINT_PARTS = {"shoulder": ("Upper_Arm", "Torso"), "elbow": ("Upper_Arm", "L
 DEEP_JOINTS = ("left_hip", "right_hip")
 
 MIN_SCORE = 0.3
+# The backend's 3D pose is kept for joints it barely sees (an arm behind the body): its guess
+# there, learnt from real 3D, beat the pose prior's (a real occluded arm 189 -> 145 mm at the
+# elbow, docs/body_fit.md), so such a joint weighs WORLD_FLOOR rather than nothing.
+WORLD_MIN_SCORE = 0.0
+WORLD_FLOOR = 0.5
 
 # A keypoint's weight is its score, times this for a finger's: a hand's 20 keypoints lie within
 # a few centimetres, and at 1 two hands (40) outweighed the body's 23 joints, so that a few
@@ -262,10 +267,11 @@ def _world(keypoints_3d, person_id: int):
     if person_id - 1 >= len(k3):
         return None, None
     row = k3[person_id - 1][list(JOINT_KEYPOINT_INDEX)]
-    ok = np.isfinite(row).all(1) & (np.nan_to_num(row[:, 3]) >= MIN_SCORE)
-    if ok.sum() < 4:
+    score = np.nan_to_num(row[:, 3])
+    ok = np.isfinite(row).all(1) & (score >= WORLD_MIN_SCORE)
+    if (ok & (score >= MIN_SCORE)).sum() < 4:
         return None, None
-    return np.where(ok[:, None], row[:, :3], np.nan), np.where(ok, np.clip(row[:, 3], 0, 1), 0.0)
+    return np.where(ok[:, None], row[:, :3], np.nan), np.where(ok, np.clip(score, WORLD_FLOOR, 1), 0.0)
 
 
 def _parts_of_labels(labels: np.ndarray, names_by_id: dict) -> np.ndarray:

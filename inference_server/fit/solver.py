@@ -125,7 +125,7 @@ class FitSettings:
     weights: dict = field(default_factory=lambda: {
         "lift": 0.25, "lift_dense": 1.0, "prior": 1.0, "prior_seen": 0.03, "hinge": 1.0, "surface": 4.0,
         "inside": 0.5, "part": 0.2, "cover": 0.3, "world": 1.0,
-        "pose_prior": 3.0, "pose_prior_unseen": 0.0})
+        "pose_prior": 3.0, "pose_prior_unseen": 0.0, "world_in_plane": 1.0, "keypoints_with_world": 2.0})
     dtype: torch.dtype = torch.float32
     # torch.compile the evaluation (group._body_pass): on this CPU the skeleton stage's is
     # faster compiled, but the surface stage's with the shape free is not (a fit 0.99x as fast

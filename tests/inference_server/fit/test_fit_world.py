@@ -55,3 +55,51 @@ def test_keypoints_3d_of_the_wrong_shape_or_too_few_joints():
     few[0, :3] = [0.0, 0.0, 0.0, 1.0]
     assert _world(few, 1) == (None, None)  # fewer than 4 joints: no 3D pose
     assert _world(np.zeros((1, 308, 4)), 2) == (None, None)  # no row for person 2
+
+
+def test_a_bone_direction_is_laid_into_the_plane_its_keypoints_allow():
+    """The 3D pose's direction turned into the plane of the camera and the bone's two keypoints
+    (every 3D bone that projects onto them lies there), keeping its lean towards the camera;
+    weighed by the cosine of the turn. No keypoints, no plane: the direction as it was."""
+    import torch
+
+    from inference_server.fit.terms import bone_planes, lay_in_planes, WORLD_BONES
+    from inference_server.fit.correspondences import JOINT_NAMES
+
+    class Obs:
+        intrinsics = np.array([[500.0, 0, 320], [0, 500.0, 240], [0, 0, 1]])
+        keypoints = np.zeros((len(JOINT_NAMES), 2))
+        weights = np.zeros(len(JOINT_NAMES))
+
+    a, b = (JOINT_NAMES.index(n) for n in WORLD_BONES[0])  # left shoulder -> left elbow
+    Obs.keypoints[a], Obs.keypoints[b] = (320, 240), (420, 240)  # a bone along the image's x
+    Obs.weights[[a, b]] = 1.0
+    normals, planes = bone_planes([Obs])
+    assert planes[0, 0] and not planes[0, 1:].any()  # the elbow -> wrist bone has no wrist seen
+    np.testing.assert_allclose(np.abs(normals[0, 0]), [0, 1, 0], atol=1e-9)  # the x-z plane
+    # The 3D pose says the bone goes down the image and away from the camera.
+    d = np.array([0.0, 0.6, 0.8])
+    dirs = torch.tensor(np.stack([d, d])[None])
+    laid, agree = lay_in_planes(dirs, torch.tensor(normals[:, :2]), torch.tensor(planes[:, :2]))
+    np.testing.assert_allclose(laid[0, 0].numpy(), [0, 0, 1], atol=1e-9)  # away, on the keypoints' line
+    assert agree[0, 0].item() == pytest.approx(0.8)
+    np.testing.assert_allclose(laid[0, 1].numpy(), d)  # no plane: unchanged, full weight
+    assert agree[0, 1].item() == 1.0
+
+
+def test_a_joint_the_backend_barely_sees_keeps_its_3d_at_a_floor_weight():
+    """MediaPipe's 3D for an arm behind the body is a guess learnt from real 3D: kept, at
+    WORLD_FLOOR, where the 2D keypoint of the same joint is dropped (below MIN_SCORE)."""
+    from inference_server.fit.correspondences import JOINT_KEYPOINT_INDEX, JOINT_NAMES
+    from inference_server.fit.observations import MIN_SCORE, WORLD_FLOOR, _world
+
+    k3 = np.full((1, 308, 4), np.nan)
+    for j, name in enumerate(JOINT_NAMES[:17]):
+        k3[0, JOINT_KEYPOINT_INDEX[j]] = [0.1 * j, 0.0, 0.0, 0.9]
+    elbow = JOINT_NAMES.index("left_elbow")
+    k3[0, JOINT_KEYPOINT_INDEX[elbow], 3] = 0.1  # barely seen
+    world, w = _world(k3, 1)
+    assert 0.1 < MIN_SCORE and np.isfinite(world[elbow]).all()
+    assert w[elbow] == WORLD_FLOOR and w[JOINT_NAMES.index("nose")] == pytest.approx(0.9)
+    k3[0, :, 3] = 0.1  # a pose the backend barely sees anywhere is no pose
+    assert _world(k3, 1) == (None, None)
