@@ -120,8 +120,12 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
     # Hands and face once per person, at their settled box (the last of the refining looks);
     # the body is the mean of that look and the first, at the detection's box (see _average).
     for k, person in enumerate(people):
-        full = _person_at(process, image, *person.roi, 0, full=True)
-        if full is not None:
+        full = _person_at(process, image, *person.roi, 0, full=True, shoulders=False)
+        if full is not None and not _shoulders_seen(full[0].pose):
+            # this look sees the shoulders under the threshold that the pose-only looks placing the
+            # person passed (a head-and-shoulders close-up): only its face is taken
+            person.face = full[0].face
+        elif full is not None:
             if person.first is not None:
                 _average(full[0], person.first)
             full[0].score = person.score
@@ -140,9 +144,14 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
     return sorted(people, key=lambda p: -int(p.mask.sum()))
 
 
-def _person_at(process, image: np.ndarray, hips, top, refine: int, full: bool = False):
+def _shoulders_seen(pose: np.ndarray) -> bool:
+    return bool(pose[[POSE["left_shoulder"], POSE["right_shoulder"]], 3].min() >= MIN_SHOULDER_VISIBILITY)
+
+
+def _person_at(process, image: np.ndarray, hips, top, refine: int, full: bool = False, shoulders: bool = True):
     """(Person, segmentation [H,W] bool) at the box of ``hips`` and ``top`` (a detection's), or
-    None when the landmark model finds nobody there, or someone without shoulders (an object).
+    None when the landmark model finds nobody there, or (``shoulders``) someone without
+    shoulders (an object).
     The landmarks' own box (their auxiliary hips and body-circle points) is looked at ``refine``
     more times, as MediaPipe does from frame to frame: candidates of one person from different
     tiles settle on one answer. ``Person.roi`` is the last answer's box."""
@@ -163,7 +172,7 @@ def _person_at(process, image: np.ndarray, hips, top, refine: int, full: bool = 
     pose = np.array([(p.x * w, p.y * h, 0.0, p.visibility) for p in lm], np.float32)
     world = np.array([(p.x, p.y, p.z) for p in res.pose_world_landmarks.landmark], np.float32)
     pose[:, 2] = world[:, 2]
-    if pose[[POSE["left_shoulder"], POSE["right_shoulder"]], 3].min() < MIN_SHOULDER_VISIBILITY:
+    if shoulders and not _shoulders_seen(pose):
         return None  # a held helmet, a coat on a chair
     segmentation = res.segmentation_mask > SEGMENTATION_THRESHOLD
     aux = np.array([(p.x * w, p.y * h) for p in res.auxiliary_landmarks.landmark[:2]], np.float64)

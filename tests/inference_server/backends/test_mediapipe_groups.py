@@ -135,3 +135,40 @@ def test_unsure_detections_leave_the_sure_boxes_as_they_were(astronaut):
         both.close()
         sure_only.close()
     assert unsure >= 1
+
+
+def test_a_close_up_keeps_the_face_its_last_look_sees_with_the_shoulders_unsure():
+    """A head-and-shoulders close-up (a shouting face filling the photo): the pose-only looks
+    that place the person see the shoulders (>= 0.5), the last look (hands and face) finds the
+    face but sees them under 0.5. The person keeps that face (was: no face, no expression) and
+    the pose-only looks' body."""
+    from types import SimpleNamespace
+
+    from inference_server.backends import mediapipe_people as mpp
+    from inference_server.backends.mediapipe_detector import Candidate
+
+    h = w = 200
+    image = np.zeros((h, w, 3), np.uint8)
+
+    def landmarks(points):
+        return SimpleNamespace(landmark=[SimpleNamespace(x=x / w, y=y / h, z=0.0, visibility=v) for x, y, v in points])
+
+    def process(img, hips, top, full=False):
+        shoulder = 0.3 if full else 0.8
+        pose = [(100.0 + (i % 5), 60.0 + 4 * i, 0.9) for i in range(33)]
+        pose[mpp.POSE["left_shoulder"]] = (150.0, 170.0, shoulder)
+        pose[mpp.POSE["right_shoulder"]] = (50.0, 170.0, shoulder)
+        mask = np.zeros((h, w), np.float32)
+        mask[20:, 30:170] = 1.0
+        face = landmarks([(80.0 + i % 40, 40.0 + i // 40, 0.0) for i in range(468)]) if full else None
+        return SimpleNamespace(pose_landmarks=landmarks(pose), pose_world_landmarks=landmarks(pose),
+                               segmentation_mask=mask, auxiliary_landmarks=landmarks([(100, 190, 1), (100, 0, 1)]),
+                               left_hand_landmarks=None, right_hand_landmarks=None, face_landmarks=face)
+
+    def find(img, cancel=None):
+        return [Candidate(0.9, np.array([100.0, 190.0]), 190.0, np.array([100.0, 170.0]), np.array([100.0, 0.0]))]
+
+    people = mpp.detect_people(process, find, image, 4)
+    assert len(people) == 1
+    assert people[0].face is not None and people[0].face.shape == (468, 2)
+    assert people[0].pose[mpp.POSE["left_shoulder"], 3] == pytest.approx(0.8), "the body of the looks that placed them"
