@@ -14,7 +14,10 @@ centimetres at metres: the error is far below a pixel). Then:
    expression (HEAD_POSE): a correction of the head's pose (a 3D turn about the head's centre, a
    2D shift and scale; the body fit's head can be 10 degrees off a real head, and the similarity
    alone leaves the far side of the face displaced, read as brows and smiles) and the mouth's
-   height on the face (a person's philtrum, not a smile).
+   height on the face (a person's philtrum, not a smile);
+3. the turn is linear (right for a few degrees): when it comes out over ~3 degrees, the
+   landmarks and their offsets are turned by it and 2 is solved again there (up to TURN_STEPS
+   times; a three-quarter face on a body fit looking ahead needs ~60 degrees).
 Calibrated landmark vertices (face_landmarks.CALIBRATED) and a ridge that grows for small faces
 (NOISE_PX) keep real neutral faces near 0 (docs/expressions.md, benchmarks/bench_real_faces.py).
 Residuals are in units of the face's height (nasion to chin), so one ridge fits every photo size.
@@ -59,6 +62,10 @@ MOUTH_RIDGE = 0.1
 # as (noise / 1 %)^2 and its weights shrink towards neutral instead of reading the noise.
 NOISE_PX = 1.4
 HEAD_DEPTH_M = 0.09  # the head's centre behind its face points (rotation pivot)
+# The head's turn is linear in the solve (right for a few degrees): a larger one is applied to the
+# landmarks and the solve repeated there, up to TURN_STEPS times.
+TURN_STEPS = 3
+TURN_TOLERANCE = 0.05  # radians (~3 degrees)
 
 
 @dataclass
@@ -70,6 +77,7 @@ class FaceRig:
     jacobian: np.ndarray  # [L,2,D] pixels per unit weight of each DRIVEN key
     driven: np.ndarray  # [D] index of each DRIVEN key in the template's names
     pose_jacobian: np.ndarray | None = None  # [L,2,7] pixels per unit of each HEAD_POSE unknown
+    camera: tuple | None = None  # (cam [L,3], d_cam [L,D,3], centre [3], intrinsics): to turn the head
 
 
 def face_rig(template, rest_vertices, rest_bones, pose_bones, placement, intrinsics) -> FaceRig | None:
@@ -96,6 +104,14 @@ def face_rig(template, rest_vertices, rest_bones, pose_bones, placement, intrins
     cam = np.einsum("lij,lj->li", full[:, :3, :3], rest) + full[:, :3, 3]
     d_cam = np.einsum("lij,ldj->ldi", full[:, :3, :3], offsets.astype(np.float64))  # [L,D,3]
     k = np.asarray(intrinsics, np.float64)
+    centre = cam.mean(0)
+    centre = centre + HEAD_DEPTH_M * centre / max(np.linalg.norm(centre), 1e-9)
+    return _project(tuple(names), cam, d_cam, centre, k, driven)
+
+
+def _project(names, cam, d_cam, centre, k, driven) -> FaceRig:
+    """The rig of landmarks at camera positions ``cam`` [L,3] moved by ``d_cam`` [L,D,3] per unit
+    weight, the head turning about ``centre``."""
     z = np.maximum(cam[:, 2], 1e-6)
     neutral = np.stack([k[0, 0] * cam[:, 0] / z + k[0, 2], k[1, 1] * cam[:, 1] / z + k[1, 2]], 1)
     # d(u,v)/d(x_cam) at the neutral face, then through the offsets
@@ -103,8 +119,6 @@ def face_rig(template, rest_vertices, rest_bones, pose_bones, placement, intrins
                    np.stack([np.zeros_like(z), k[1, 1] / z, -k[1, 1] * cam[:, 1] / z ** 2], 1)], 1)  # [L,2,3]
     jacobian = np.einsum("lci,ldi->lcd", jx, d_cam)
     # The head's pose: a turn about its centre (behind the face points along the line of sight)
-    centre = cam.mean(0)
-    centre = centre + HEAD_DEPTH_M * centre / max(np.linalg.norm(centre), 1e-9)
     arm = cam - centre
     turns = np.stack([np.cross(np.eye(3)[k], arm) for k in range(3)], 2)  # [L,3,3]: dP/dturn_k
     at = list(names).index
@@ -116,7 +130,18 @@ def face_rig(template, rest_vertices, rest_bones, pose_bones, placement, intrins
     mouth = np.array([("lip" in n or "mouth" in n or "cupid" in n) for n in names], np.float64)
     mouth_y = (mouth[:, None] * np.array([0.0, size]))[:, :, None]
     pose = np.concatenate([np.einsum("lci,lik->lck", jx, turns), shift, scale, mouth_y], 2)
-    return FaceRig(tuple(names), neutral, jacobian, driven, pose)
+    return FaceRig(tuple(names), neutral, jacobian, driven, pose, (cam, d_cam, centre, k))
+
+
+def _turned(rig: FaceRig, turn: np.ndarray) -> FaceRig:
+    """``rig`` with the head turned by the rotation vector ``turn`` (camera axes, radians) about its
+    centre: the landmarks and their offsets, then linearised again there."""
+    cam, d_cam, centre, k = rig.camera
+    angle = float(np.linalg.norm(turn))
+    axis = turn / max(angle, 1e-12)
+    cross = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    rot = np.eye(3) + np.sin(angle) * cross + (1 - np.cos(angle)) * cross @ cross
+    return _project(rig.names, centre + (cam - centre) @ rot.T, d_cam @ rot.T, centre, k, rig.driven)
 
 
 def _similarity(src: np.ndarray, dst: np.ndarray, w: np.ndarray):
@@ -175,17 +200,8 @@ def _design(rig: FaceRig, size: float, ridge: float):
             np.r_[np.zeros(d), np.full(p, -np.inf)], np.r_[np.ones(d), np.full(p, np.inf)])
 
 
-def fit_expression(rig: FaceRig, keypoints: np.ndarray, n_expressions: int, ridge: float = RIDGE) -> np.ndarray | None:
-    """float32 [E] weights (template order; undriven keys 0) from Goliath keypoints [308,3]
-    (x, y, score in pixels), or None when the face is not seen well enough (fewer than 4 stable
-    points or 12 landmarks)."""
-    kp = np.asarray(keypoints, np.float64)
-    rows = np.array([KEYPOINT_INDEX[n] for n in rig.names])
-    obs, score = kp[rows, :2], kp[rows, 2]
-    ok = (score >= MIN_SCORE) & np.isfinite(obs).all(1)
-    stable = ok & np.isin(np.array(rig.names), STABLE)
-    if stable.sum() < 4 or ok.sum() < 12:
-        return None
+def _solve(rig: FaceRig, obs, score, ok, stable, ridge) -> np.ndarray:
+    """The keys and HEAD_POSE unknowns [D+P] for observations ``obs`` [L,2] at ``rig``."""
     s, rot, t = _similarity(rig.neutral[stable], obs[stable], score[stable])
     back = ((obs - t) @ rot) / s  # the observations in the neutral face's frame
     size = np.linalg.norm(rig.neutral[rig.names.index("center_of_nose_root")]
@@ -197,7 +213,28 @@ def fit_expression(rig: FaceRig, keypoints: np.ndarray, n_expressions: int, ridg
     wts = np.repeat(score[ok], 2)
     h = j.T @ (j * wts[:, None]) + np.diag(diag)
     g = j.T @ (r * wts)
-    e = _box_least_squares(h, g, low, high)
+    return _box_least_squares(h, g, low, high)
+
+
+def fit_expression(rig: FaceRig, keypoints: np.ndarray, n_expressions: int, ridge: float = RIDGE) -> np.ndarray | None:
+    """float32 [E] weights (template order; undriven keys 0) from Goliath keypoints [308,3]
+    (x, y, score in pixels), or None when the face is not seen well enough (fewer than 4 stable
+    points or 12 landmarks)."""
+    kp = np.asarray(keypoints, np.float64)
+    rows = np.array([KEYPOINT_INDEX[n] for n in rig.names])
+    obs, score = kp[rows, :2], kp[rows, 2]
+    ok = (score >= MIN_SCORE) & np.isfinite(obs).all(1)
+    stable = ok & np.isin(np.array(rig.names), STABLE)
+    if stable.sum() < 4 or ok.sum() < 12:
+        return None
+    e = _solve(rig, obs, score, ok, stable, ridge)
+    d = len(rig.driven)
+    for _ in range(TURN_STEPS if rig.camera is not None and rig.pose_jacobian is not None else 0):
+        turn = e[d:d + 3]
+        if np.linalg.norm(turn) < TURN_TOLERANCE:
+            break
+        rig = _turned(rig, turn)
+        e = _solve(rig, obs, score, ok, stable, ridge)
     out = np.zeros(n_expressions, np.float32)
     out[rig.driven] = e[:len(rig.driven)]
     return out
