@@ -47,6 +47,7 @@ MIN_LEGS_SEEN = 0.3  # a person after the detector's surest, with no face found,
 # A body on someone's segmentation is a ghost when that someone is at least as big (NESTED_SIZE;
 # 0.8 dropped the nearer of two overlapping people, whose torso looked 15 % bigger) ...
 NESTED_SIZE, NESTED_SHARE = 1.0, 0.6  # see _inside_another
+UPSIDE_DOWN = 0.25  # torso and head both point down, this much (sine, ~15 deg) below level (see _upside_down)
 SKIP_SIZE = 0.8  # ... and a candidate on a placed person, under this size of theirs, is not looked at
 MIN_BODY_SEEN = 0.6  # a person the detector is unsure of (< SURE_SCORE) shows a face or this (see _body_seen)
 REFINE_PASSES = 1  # pose-only looks again at the landmarks' own box (then one with hands and face)
@@ -226,7 +227,11 @@ def _body_seen(p: Person) -> float:
 
 def _inside_another(k: int, people: list[Person], seg: list[np.ndarray], kept: list[int]) -> bool:
     """A "person" whose seen landmarks lie on a kept, not smaller one's segmentation: the
-    landmark model fitted a second body into someone's chest, or hung one from their head."""
+    landmark model fitted a second body into someone's chest, or hung one from their head. One
+    upside down with weak evidence (no face found, or an unsure detection) is dropped there
+    whatever the sizes: COCO 000000040083's ghost (sure, 0.54) lay head down over a seated man's
+    arm and a chair, its face "seen" (1.00) but not found, its torso 1.4x his. Alone, or with a
+    face found from a sure detection, an upside-down body is kept: people do handstands."""
     p = people[k]
     h, w = seg[k].shape
     pts = np.round(p.pose[p.pose[:, 3] >= 0.5, :2]).astype(int)
@@ -234,8 +239,18 @@ def _inside_another(k: int, people: list[Person], seg: list[np.ndarray], kept: l
     if len(pts) == 0:
         return False
     size = _torso_size(p.pose)
-    return any(_torso_size(o.pose) > NESTED_SIZE * size and m[pts[:, 1], pts[:, 0]].mean() > NESTED_SHARE
-               for o, m in ((people[j], seg[j]) for j in kept))
+    any_size = _upside_down(p.pose) and (p.face is None or p.score < SURE_SCORE)
+    return any((any_size or _torso_size(o.pose) > NESTED_SIZE * size)
+               and m[pts[:, 1], pts[:, 0]].mean() > NESTED_SHARE for o, m in ((people[j], seg[j]) for j in kept))
+
+
+def _upside_down(pose: np.ndarray) -> bool:
+    """The shoulders and the face (its 11 points, seen or not) both below the hips, each more than
+    UPSIDE_DOWN (sine) below level: head down, not lying (level) nor sitting or standing."""
+    hips = pose[[POSE["left_hip"], POSE["right_hip"]], :2].mean(0)
+    shoulders = pose[[POSE["left_shoulder"], POSE["right_shoulder"]], :2].mean(0)
+    ends = (shoulders, pose[:POSE["left_shoulder"], :2].mean(0))
+    return all(e[1] - hips[1] > UPSIDE_DOWN * max(float(np.linalg.norm(e - hips)), 1.0) for e in ends)
 
 
 def _torso_size(pose: np.ndarray) -> float:

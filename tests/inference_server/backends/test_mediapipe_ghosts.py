@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The offline people finder's keep rules on synthetic landmarks: fake detector candidates and a
+fake landmark model (no models, no photos), through detect_people."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import cv2
+import numpy as np
+
+from inference_server.backends.mediapipe_detector import Candidate
+from inference_server.backends.mediapipe_landmarks import POSE
+from inference_server.backends.mediapipe_people import _upside_down, detect_people
+
+H = W = 400
+LIMBS = (("left_shoulder", "left_elbow"), ("left_elbow", "left_wrist"), ("right_shoulder", "right_elbow"),
+         ("right_elbow", "right_wrist"), ("left_hip", "left_knee"), ("left_knee", "left_ankle"),
+         ("right_hip", "right_knee"), ("right_knee", "right_ankle"), ("left_shoulder", "left_hip"),
+         ("right_shoulder", "right_hip"), ("left_shoulder", "right_shoulder"), ("left_hip", "right_hip"))
+
+
+def _body(score, joints, face=True, legs=0.9, radius=None, blob=None):
+    """A fake person: ``joints`` name -> (x, y) for the nose, shoulders, elbows, wrists, hips,
+    knees and ankles; the other landmarks beside their nearest joint. Visibility 1, the legs'
+    ``legs``. Segmentation: thick bones, and the rectangle ``blob`` (x0, y0, x1, y1) if given."""
+    pose = np.zeros((33, 3), np.float32)
+    pose[:, 2] = 1.0
+    for name, xy in joints.items():
+        pose[POSE[name], :2] = xy
+    for k in range(1, 11):  # eyes, ears, mouth around the nose
+        pose[k, :2] = pose[0, :2] + (k % 3 - 1, k % 2)
+    for k, near in ((17, 15), (19, 15), (21, 15), (18, 16), (20, 16), (22, 16),
+                    (29, 27), (31, 27), (30, 28), (32, 28)):
+        pose[k, :2] = pose[near, :2]
+    for n in ("left_knee", "right_knee", "left_ankle", "right_ankle"):
+        pose[POSE[n], 2] = legs
+    pose[29:, 2] = legs
+    hips = pose[[POSE["left_hip"], POSE["right_hip"]], :2].mean(0)
+    r = radius or 1.3 * float(np.abs(pose[:, :2] - hips).max())
+    shoulders = pose[[POSE["left_shoulder"], POSE["right_shoulder"]], :2].mean(0)
+    top = hips + r * (shoulders - hips) / np.linalg.norm(shoulders - hips)
+    seg = np.zeros((H, W), np.uint8)
+    for a, b in LIMBS:
+        cv2.line(seg, tuple(int(v) for v in pose[POSE[a], :2]), tuple(int(v) for v in pose[POSE[b], :2]), 1, 22)
+    cv2.circle(seg, tuple(int(v) for v in pose[0, :2]), 16, 1, -1)
+    if blob is not None:
+        seg[blob[1]:blob[3], blob[0]:blob[2]] = 1
+    return SimpleNamespace(cand=Candidate(score, hips, r, shoulders, top), pose=pose, face=face,
+                           seg=seg.astype(np.float32))
+
+
+def _lm(points):
+    return SimpleNamespace(landmark=[SimpleNamespace(x=x / W, y=y / H, z=0.0, visibility=float(v))
+                                     for x, y, v in points])
+
+
+def _find_people(*bodies):
+    """detect_people on fakes: the landmark model answers with the body whose hips are nearest."""
+    def find(image, cancel=None):
+        return sorted((b.cand for b in bodies), key=lambda c: -c.score)
+
+    def process(image, hips, top, full):
+        b = min(bodies, key=lambda b: np.linalg.norm(b.cand.hips - np.asarray(hips)))
+        world = np.c_[(b.pose[:, :2] - b.cand.hips) / 200.0, np.zeros(33)]
+        face = None
+        if full and b.face:
+            face = _lm([(*(b.pose[0, :2] + (np.cos(a) * 8, np.sin(a) * 8)), 1.0)
+                        for a in np.linspace(0, 6.28, 468)])
+        return SimpleNamespace(
+            pose_landmarks=_lm(b.pose), pose_world_landmarks=SimpleNamespace(
+                landmark=[SimpleNamespace(x=x, y=y, z=z) for x, y, z in world]),
+            segmentation_mask=b.seg, auxiliary_landmarks=_lm([(*b.cand.hips, 1), (*b.cand.top, 1)]),
+            left_hand_landmarks=None, right_hand_landmarks=None, face_landmarks=face)
+
+    people = detect_people(process, find, np.zeros((H, W, 3), np.uint8), 16)
+    return sorted(round(p.score, 2) for p in people)
+
+
+SEATED = dict(nose=(100, 70), left_shoulder=(120, 105), right_shoulder=(80, 105), left_elbow=(125, 150),
+              right_elbow=(75, 150), left_wrist=(120, 190), right_wrist=(80, 190), left_hip=(115, 180),
+              right_hip=(85, 180), left_knee=(120, 240), right_knee=(80, 240), left_ankle=(120, 300),
+              right_ankle=(80, 300))
+
+
+# A head-down body over the seated man, its torso bigger than his, its legs (seen less) up out of
+# him: COCO 000000040083's ghost (head on his lap, hips on his chest). His segmentation (the man,
+# his chair) covers all the ghost's seen landmarks.
+GHOST = dict(nose=(100, 290), left_shoulder=(80, 250), right_shoulder=(120, 250), left_elbow=(75, 200),
+             right_elbow=(125, 200), left_wrist=(80, 150), right_wrist=(120, 150), left_hip=(88, 110),
+             right_hip=(112, 110), left_knee=(90, 50), right_knee=(110, 50), left_ankle=(90, 10),
+             right_ankle=(110, 10))
+UPRIGHT = {n: (x, 410 - y) for n, (x, y) in GHOST.items()}  # the same body the right way up, on him
+
+
+def _seated(score=0.92):
+    return _body(score, SEATED, radius=120, blob=(40, 40, 160, 340))
+
+
+def _on_seated(joints, score, face):
+    return _body(score, joints, face=face, legs=0.35, radius=200)
+
+
+def _turned(joints, quarter_turns):
+    """``joints`` turned about the photo's centre by 90 degrees ``quarter_turns`` times."""
+    out = {}
+    for name, (x, y) in joints.items():
+        for _ in range(quarter_turns % 4):
+            x, y = W - y, x
+        out[name] = (x, y)
+    return out
+
+
+def test_upside_down_means_head_and_torso_down():
+    standing = _body(0.9, SEATED).pose
+    assert not _upside_down(standing)
+    assert _upside_down(_body(0.9, _turned(SEATED, 2)).pose)  # a handstand
+    assert not _upside_down(_body(0.9, _turned(SEATED, 1)).pose)  # lying on the floor
+    assert not _upside_down(_body(0.9, _turned(SEATED, 3)).pose)
+
+
+def test_an_upside_down_body_on_someone_with_weak_evidence_is_a_ghost():
+    """Bigger than the seated man, so the size rule alone keeps it (the upright control below);
+    upside down, with no face found (a sure detection) or from an unsure one, it is dropped."""
+    assert _find_people(_seated(), _on_seated(GHOST, 0.54, face=False)) == [0.92]
+    assert _find_people(_seated(), _on_seated(GHOST, 0.45, face=True)) == [0.92]
+    # A sure detection upside down with a face found on someone (an acrobat held up): kept.
+    assert _find_people(_seated(), _on_seated(GHOST, 0.54, face=True)) == [0.54, 0.92]
+    # The same bodies upright on him: not ghosts by the size rule (nearer people look bigger).
+    assert _find_people(_seated(), _on_seated(UPRIGHT, 0.54, face=False)) == [0.54, 0.92]
+    assert _find_people(_seated(), _on_seated(UPRIGHT, 0.45, face=True)) == [0.45, 0.92]
+
+
+def test_people_upside_down_or_lying_alone_are_kept():
+    """A sure handstand or a person lying down, alone (or beside someone): people, face found or not."""
+    for turns in (1, 2, 3):
+        for face in (True, False):
+            alone = _body(0.8, _turned(SEATED, turns), face=face)
+            assert _find_people(alone) == [0.8], (turns, face)
+    beside = _body(0.9, {n: (x + 260, y) for n, (x, y) in SEATED.items()})
+    assert _find_people(_body(0.8, _turned(SEATED, 2), face=False), beside) == [0.8, 0.9]
