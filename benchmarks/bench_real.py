@@ -9,6 +9,30 @@ vary; see ../shared/reference/real_data.md). Read: ``mpi_inf_3dhp`` (3D joints, 
 ``coco``, ``crowdpose``, ``mhp``, ``humanart``, ``posetrack18`` (2D keypoints). The ``h36m`` and
 ``ochuman`` samples are reserved for an independent check: this script never opens them.
 
+Two more 3D sets, each read from its own folder under ``--data`` and scored by default only where
+that folder exists (``--sets`` names them; never committed either, research-only licences):
+
+- ``humanm3`` (folder ``humanm3_demo/``): the Human-M3 frame (Fan et al. 2023, Tsinghua
+  i-VisionGroup; licence: non-commercial scientific research, no redistribution) that
+  ``guidodumont/SMPLify-3D`` ships as its demo: one 2048x1536 outdoor photo (basketball1,
+  camera_1), 9 people each with ``pose3d`` [15,3] in ``data.pkl`` (metres, already in the camera
+  frame; joints pelvis, left/right hip, knee, ankle, neck, head, left/right shoulder, elbow,
+  wrist). The camera's intrinsics are the ones its ``datasets/demo.py`` gives
+  (``HUMANM3_INTRINSICS``). Each person is a 3D frame of its own; the photo is built once.
+  ``git --git-dir=<fetched mirror> archive HEAD data/demo | tar -x -C DIR/humanm3_demo
+  --strip-components=2``.
+- ``zju_mocap`` (folder ``zju_mocap/``): two ZJU-MoCap frames (one subject, 1024x1024, a lens
+  with distortion; ZJU-MoCap's terms: research use on request) as ``simon-schaefer/vhop``'s
+  ``data/test/samples`` keeps them: ``sample`` and ``sample_31`` (``.npz`` + ``.jpg``; 32 and
+  33 are the next frames of 31 and are left out). Truth = SMPL's joints of the dataset's
+  multi-view SMPL fit, ``T_C_B`` applied (body to camera). ``git --git-dir=<mirror> archive HEAD
+  data/test/samples | tar -x -C DIR/zju_mocap --strip-components=3``.
+
+Neither set has 2D labels: the label is the 3D joints projected with the dataset's camera
+(ZJU's through its lens distortion), the box spans all of its joints. Joints map by name onto
+the 12 limb joints (SMPL's 24: shoulders 16/17, elbows 18/19, wrists 20/21, hips 1/2, knees
+4/5, ankles 7/8); a Human-M3 or SMPL hip is not anny's, as for 3DHP.
+
 Every photo goes through the product's full path, as a user runs it::
 
     sapiens-blender build PHOTO --body -o P.glb --save-joints P.joints.json --save-maps P.npz \
@@ -23,7 +47,8 @@ the maps (``image``, ``intrinsics``, ``keypoints``: the backend's own 2D keypoin
 Goliath-308 order).
 
 What is scored
-- **3D frames** (mpi_inf_3dhp, 4 frames): the 12 limb joints (shoulders, elbows, wrists, hips,
+- **3D frames** (mpi_inf_3dhp 4 frames, humanm3 9 people in one photo, zju_mocap 2 frames;
+  means over all and per set): the 12 limb joints (shoulders, elbows, wrists, hips,
   knees, ankles). PA-MPJPE (prediction similarity-aligned to the truth: rotation, translation,
   scale, Umeyama) and root-relative MPJPE (both skeletons' hip midpoints at the origin, no
   rotation, no scale) of the fitted body, and of MediaPipe's own 3D world landmarks. The maps do
@@ -93,6 +118,15 @@ HIPS = (LIMB_JOINTS.index("right_hip"), LIMB_JOINTS.index("left_hip"))
 # right_wrist, left_shoulder, left_elbow, left_wrist, right_hip, right_knee, right_ankle,
 # left_hip, left_knee, left_ankle, root, spine, head
 MPI3DHP_LIMB_INDEX = (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
+# Human-M3 (15 joints): pelvis, left_hip, right_hip, left_knee, right_knee, left_ankle,
+# right_ankle, neck, head, left_shoulder, right_shoulder, left_elbow, right_elbow, left_wrist,
+# right_wrist
+HUMANM3_LIMB_INDEX = (10, 12, 14, 9, 11, 13, 2, 4, 6, 1, 3, 5)
+# SMPL's 24 joints (smplx's SMPL output starts with them): pelvis, left_hip, right_hip, spine1,
+# left_knee, right_knee, spine2, left_ankle, right_ankle, spine3, left_foot, right_foot, neck,
+# left_collar, right_collar, head, left_shoulder, right_shoulder, left_elbow, right_elbow,
+# left_wrist, right_wrist, left_hand, right_hand
+SMPL_LIMB_INDEX = (17, 19, 21, 16, 18, 20, 2, 5, 8, 1, 4, 7)
 # Goliath-308 slots of the maps' keypoints (docs/maps_format.md, the Goliath keypoint list)
 GOLIATH_INDEX = {"nose": 0, "left_eye": 1, "right_eye": 2, "left_ear": 3, "right_ear": 4,
                  "left_shoulder": 5, "right_shoulder": 6, "left_elbow": 7, "right_elbow": 8,
@@ -300,13 +334,19 @@ class Photo:
     truth3d: np.ndarray | None = None  # [12,3] metres, camera frame (3D frames)
     truth2d: np.ndarray | None = None  # [12,2] pixels
     focal: float | None = None  # the dataset camera's focal length, px (3D frames)
+    build_key: str | None = None  # the name the photo is built under when labelled people share it
+
+
+def built_name(photo: Photo) -> str:
+    """The outputs' base name: one build per image, also when several people in it are scored."""
+    return photo.build_key or photo.key
 
 
 def data_root(data: Path) -> Path:
     for cand in (data, data / "tests" / "data", data / "data"):
-        if (cand / "coco").is_dir() or (cand / "mpi_inf_3dhp").is_dir():
+        if any((cand / d).is_dir() for d in ("coco", "mpi_inf_3dhp", *EXTRA_3D_SETS.values())):
             return cand
-    raise SystemExit(f"error: {data} holds none of mmpose's tests/data samples (coco/, mpi_inf_3dhp/, ...)")
+    raise SystemExit(f"error: {data} holds none of the samples (coco/, mpi_inf_3dhp/, humanm3_demo/, ...)")
 
 
 def load_3dhp(root: Path) -> list[Photo]:
@@ -338,6 +378,100 @@ def load_3dhp(root: Path) -> list[Photo]:
                                 truth3d=s[list(MPI3DHP_LIMB_INDEX)], truth2d=part[list(MPI3DHP_LIMB_INDEX)],
                                 focal=None if cam is None else float(np.mean(cam))))
     return photos
+
+
+def _plain_unpickler(fh):
+    """An unpickler for a third-party file that may hold only builtins and numpy arrays."""
+    import pickle
+
+    allowed = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+               ("numpy", "ndarray"), ("numpy", "dtype")}
+
+    class Plain(pickle.Unpickler):
+        def find_class(self, module, name):
+            if (module, name) not in allowed:
+                raise pickle.UnpicklingError(f"refused: {module}.{name}")
+            return super().find_class(module, name)
+
+    return Plain(fh)
+
+
+def _label_from_3d(xyz: np.ndarray, uv_all: np.ndarray, limb_index) -> tuple[Label, np.ndarray]:
+    """A labelled person from 3D joints only: its 2D points are the limb joints projected with the
+    dataset's camera (``uv_all``: every joint it has, projected), its box spans all of them."""
+    lo, hi = uv_all.min(0), uv_all.max(0)
+    box = (float(lo[0]), float(lo[1]), float(hi[0] - lo[0]), float(hi[1] - lo[1]))
+    uv = uv_all[list(limb_index)]
+    return Label("1", {n: tuple(map(float, p)) for n, p in zip(LIMB_JOINTS, uv)}, box, box_size(box)), uv
+
+
+# Human-M3's basketball1 sequence, its camera_1 (the one SMPLify-3D's demo frame is from): the
+# intrinsics its datasets/demo.py gives; the demo's pose3d is already in this camera's frame
+HUMANM3_INTRINSICS = {"basketball1": ((1208.95178, 0.0, 1012.43334), (0.0, 1209.42656, 762.148531), (0.0, 0.0, 1.0))}
+
+
+def load_humanm3(root: Path) -> list[Photo]:
+    """Human-M3's frame in guidodumont/SMPLify-3D's ``data/demo``: one photo, a 3D label per
+    person (``data.pkl``: a list of dicts with ``pose3d`` [15,3] metres, camera frame). Every
+    labelled person is a 3D frame of its own; the photo is built once."""
+    d = root / EXTRA_3D_SETS["humanm3"]
+    if not (d / "data.pkl").is_file():
+        return []
+    with open(d / "data.pkl", "rb") as fh:
+        items = _plain_unpickler(fh).load()  # a list of dicts of strings and numpy arrays
+    photos = []
+    for it in items:
+        path = d / str(it["img_file"])
+        k = HUMANM3_INTRINSICS.get(str(it["sequence"]))
+        if not path.is_file() or k is None:
+            continue
+        xyz = np.asarray(it["pose3d"], np.float64).reshape(15, 3)
+        label, uv = _label_from_3d(xyz, project(xyz, k), HUMANM3_LIMB_INDEX)
+        label.ident = str(it["tracking_id"])
+        build_key = f"humanm3__{it['sequence']}_{it['time']}"
+        photos.append(Photo("humanm3", path, f"{build_key}_person{it['tracking_id']}", _hw(path), [label],
+                            truth3d=xyz[list(HUMANM3_LIMB_INDEX)], truth2d=uv,
+                            focal=float(np.mean([k[0][0], k[1][1]])), build_key=build_key))
+    return photos
+
+
+# simon-schaefer/vhop's data/test/samples: sample_32 and sample_33 are the frames right after
+# sample_31 (the same pose within 0.04 rad), left out so that one pose does not count three times
+ZJU_FRAMES = ("sample", "sample_31")
+
+
+def load_zju_mocap(root: Path) -> list[Photo]:
+    """ZJU-MoCap frames as vhop's preprocess_zju.py saved them (``<name>.npz`` beside
+    ``<name>.jpg``): ``joints_3d_wo_translation`` [45,3] (SMPL's joints first) in the body frame,
+    ``T_C_B`` [4,4] body to camera, ``intrinsics`` [3,3] and ``distortion`` [1,5] (OpenCV's)."""
+    d = root / EXTRA_3D_SETS["zju_mocap"]
+    photos = []
+    for name in ZJU_FRAMES:
+        path, npz = d / f"{name}.jpg", d / f"{name}.npz"
+        if not (path.is_file() and npz.is_file()):
+            continue
+        import cv2
+
+        with np.load(npz) as z:
+            t = np.asarray(z["T_C_B"], np.float64)
+            k = np.asarray(z["intrinsics"], np.float64)
+            dist = np.asarray(z["distortion"], np.float64).ravel()
+            xyz = np.asarray(z["joints_3d_wo_translation"], np.float64)[:24] @ t[:3, :3].T + t[:3, 3]
+        # the photo is not undistorted: its labels are the joints projected through the lens
+        uv_all = cv2.projectPoints(xyz, np.zeros(3), np.zeros(3), k, dist)[0].reshape(-1, 2)
+        label, uv = _label_from_3d(xyz, uv_all, SMPL_LIMB_INDEX)
+        photos.append(Photo("zju_mocap", path, f"zju_mocap__{name}", _hw(path), [label],
+                            truth3d=xyz[list(SMPL_LIMB_INDEX)], truth2d=uv,
+                            focal=float(np.mean([k[0, 0], k[1, 1]]))))
+    return photos
+
+
+# 3D sets beyond mmpose's samples: set name -> folder under --data (see the docstring)
+EXTRA_3D_SETS = {"humanm3": "humanm3_demo", "zju_mocap": "zju_mocap"}
+SETS_3D = ("mpi_inf_3dhp", *EXTRA_3D_SETS)
+_LOADERS_3D = {"mpi_inf_3dhp": load_3dhp, "humanm3": load_humanm3, "zju_mocap": load_zju_mocap}
+DEFAULT_SETS = ("mpi_inf_3dhp", "coco", "crowdpose", "mhp", "humanart", "posetrack18")
 
 
 def _hw(path: Path) -> tuple[int, int]:
@@ -441,7 +575,7 @@ class SharedServer:
 
 def build(photo: Photo, out: Path, cli: str, server: tuple[str, str] | None, reuse: bool) -> dict:
     """Run the product on one photo; the files it wrote and how it went (``<key>.build.json``)."""
-    base = out / photo.key
+    base = out / built_name(photo)
     files = {"joints": base.with_suffix(".joints.json"), "maps": base.with_suffix(".npz"),
              "report": base.with_suffix(".report.json"), "log": base.with_suffix(".log")}
     status = base.with_suffix(".build.json")
@@ -690,12 +824,35 @@ def _mean(xs):
     return round(float(np.mean(xs)), 1) if xs else None
 
 
+def _agg_3d(r3: list[dict]) -> dict:
+    both = [r["score"] for r in r3 if r["score"].get("fit_pa_mm") is not None
+            and r["score"].get("mp_pa_mm") is not None]
+    return {
+        "frames": len(r3),
+        "fit_found": sum(r["score"].get("fit_pa_mm") is not None for r in r3),
+        "mp_found": sum(r["score"].get("mp_pa_mm") is not None for r in r3),
+        "fit_pa_mean_mm": _mean([r["score"].get("fit_pa_mm") for r in r3]),
+        "mp_pa_mean_mm": _mean([r["score"].get("mp_pa_mm") for r in r3]),
+        "input_pa_mean_mm": _mean([r["score"].get("input_pa_mm") for r in r3]),
+        "input_rr_mean_mm": _mean([r["score"].get("input_rr_mm") for r in r3]),
+        "fit_below_input_every_frame": all(
+            r["score"].get("fit_pa_mm") is not None and r["score"].get("input_pa_mm") is not None
+            and r["score"]["fit_pa_mm"] < r["score"]["input_pa_mm"] for r in r3),
+        "fit_rr_mean_mm": _mean([r["score"].get("fit_rr_mm") for r in r3]),
+        "mp_rr_mean_mm": _mean([r["score"].get("mp_rr_mm") for r in r3]),
+        "both_found": len(both),
+        "fit_pa_mean_mm_where_both": _mean([s["fit_pa_mm"] for s in both]),
+        "mp_pa_mean_mm_where_both": _mean([s["mp_pa_mm"] for s in both]),
+    }
+
+
 def tables(results: list[dict]) -> tuple[str, dict]:
     lines = []
     agg: dict = {}
-    r3 = [r for r in results if r["dataset"] == "mpi_inf_3dhp"]
+    r3 = [r for r in results if r["dataset"] in SETS_3D]
     if r3:
-        lines += ["### 3D frames (mpi_inf_3dhp): 12 limb joints, mm",
+        sets3 = list(dict.fromkeys(r["dataset"] for r in r3))
+        lines += [f"### 3D frames ({', '.join(sets3)}): 12 limb joints, mm",
                   "", "| frame | bodies | fit PA-MPJPE | input keypoints_3d PA-MPJPE | MP world PA-MPJPE | "
                   "MP world (full-res photo) PA | fit root-rel MPJPE | input root-rel | MP world root-rel | "
                   "fit root position | fit 2D err | MP 2D err | build s |",
@@ -706,29 +863,13 @@ def tables(results: list[dict]) -> tuple[str, dict]:
             mpv = _f(s.get("mp_pa_mm")) if "mp_miss" not in s else f"none ({s['mp_miss']})"
             mpf = _f(s.get("mp_full_pa_mm")) if "mp_full_miss" not in s else f"none ({s['mp_full_miss']})"
             inp = _f(s.get("input_pa_mm")) if "input_miss" not in s else f"none ({s['input_miss']})"
-            lines.append(f"| {Path(r['photo']).stem} | {s['bodies']} | {fit} | {inp} | {mpv} | {mpf} | "
+            lines.append(f"| {r['key'].split('__', 1)[-1]} | {s['bodies']} | {fit} | {inp} | {mpv} | {mpf} | "
                          f"{_f(s.get('fit_rr_mm'))} | {_f(s.get('input_rr_mm'))} | {_f(s.get('mp_rr_mm'))} | {_f(s.get('fit_root_mm'))} | "
                          f"{_f(s.get('fit_2d_pct'), 1, ' %')} | {_f(s.get('mp_2d_pct'), 1, ' %')} | "
                          f"{_f(r['build'].get('seconds'))} |")
-        both = [r["score"] for r in r3 if r["score"].get("fit_pa_mm") is not None
-                and r["score"].get("mp_pa_mm") is not None]
-        agg["3d"] = {
-            "frames": len(r3),
-            "fit_found": sum(r["score"].get("fit_pa_mm") is not None for r in r3),
-            "mp_found": sum(r["score"].get("mp_pa_mm") is not None for r in r3),
-            "fit_pa_mean_mm": _mean([r["score"].get("fit_pa_mm") for r in r3]),
-            "mp_pa_mean_mm": _mean([r["score"].get("mp_pa_mm") for r in r3]),
-            "input_pa_mean_mm": _mean([r["score"].get("input_pa_mm") for r in r3]),
-            "input_rr_mean_mm": _mean([r["score"].get("input_rr_mm") for r in r3]),
-            "fit_below_input_every_frame": all(
-                r["score"].get("fit_pa_mm") is not None and r["score"].get("input_pa_mm") is not None
-                and r["score"]["fit_pa_mm"] < r["score"]["input_pa_mm"] for r in r3),
-            "fit_rr_mean_mm": _mean([r["score"].get("fit_rr_mm") for r in r3]),
-            "mp_rr_mean_mm": _mean([r["score"].get("mp_rr_mm") for r in r3]),
-            "both_found": len(both),
-            "fit_pa_mean_mm_where_both": _mean([s["fit_pa_mm"] for s in both]),
-            "mp_pa_mean_mm_where_both": _mean([s["mp_pa_mm"] for s in both]),
-        }
+        agg["3d"] = _agg_3d(r3)
+        if len(sets3) > 1:
+            agg["3d_by_set"] = {name: _agg_3d([r for r in r3 if r["dataset"] == name]) for name in sets3}
         a = agg["3d"]
         lines.append(f"| **mean** | | {_f(a['fit_pa_mean_mm'])} ({a['fit_found']}/{a['frames']}) | "
                      f"{_f(a['input_pa_mean_mm'])} | "
@@ -736,8 +877,12 @@ def tables(results: list[dict]) -> tuple[str, dict]:
                      f"{_f(a['input_rr_mean_mm'])} | {_f(a['mp_rr_mean_mm'])} | | | | |")
         lines.append(f"| **mean, frames both found** ({a['both_found']}) | | {_f(a['fit_pa_mean_mm_where_both'])} | | "
                      f"{_f(a['mp_pa_mean_mm_where_both'])} | | | | | | | | |")
+        for name, a in agg.get("3d_by_set", {}).items():
+            lines.append(f"| mean, {name} | | {_f(a['fit_pa_mean_mm'])} ({a['fit_found']}/{a['frames']}) | "
+                         f"{_f(a['input_pa_mean_mm'])} | {_f(a['mp_pa_mean_mm'])} ({a['mp_found']}/{a['frames']}) | | "
+                         f"{_f(a['fit_rr_mean_mm'])} | {_f(a['input_rr_mean_mm'])} | {_f(a['mp_rr_mean_mm'])} | | | | |")
         lines.append("")
-    r2 = [r for r in results if r["dataset"] != "mpi_inf_3dhp"]
+    r2 = [r for r in results if r["dataset"] not in SETS_3D]
     if r2:
         lines += ["### 2D photos: people recalled within 10 % of the person's size (sqrt of box area)", "",
                   "| set | photo | labelled | backend people | bodies | recalled: bodies | recalled: backend | "
@@ -820,8 +965,9 @@ def main(argv=None) -> int:
     ap.add_argument("--data", required=True, type=Path, help="mmpose's tests/data samples (see above)")
     ap.add_argument("--out", type=Path, default=None, help="where the builds' files go (default: a temporary folder)")
     ap.add_argument("--json-out", type=Path, default=None, help="write every number as JSON")
-    ap.add_argument("--sets", default="mpi_inf_3dhp,coco,crowdpose,mhp,humanart,posetrack18",
-                    help="comma-separated sample folders to score")
+    ap.add_argument("--sets", default=None,
+                    help=f"comma-separated sets to score (default: {','.join(DEFAULT_SETS)}, and "
+                         f"{', '.join(EXTRA_3D_SETS)} where their folders are under --data)")
     ap.add_argument("--cli", default=None, help="the sapiens-blender command (default: next to this Python)")
     ap.add_argument("--server", default=None, help="use this running server (URL) for every build")
     ap.add_argument("--token", default=None, help="its token (with --server)")
@@ -834,12 +980,14 @@ def main(argv=None) -> int:
                          "at each times the assumed focal (real_focal.py)")
     args = ap.parse_args(argv)
 
-    wanted = [s.strip() for s in args.sets.split(",") if s.strip()]
+    wanted = [s.strip() for s in (args.sets or "").split(",") if s.strip()]
     if any(s in RESERVED for s in wanted):
         print(f"error: {', '.join(RESERVED)} are reserved for an independent check", file=sys.stderr)
         return 2
     root = data_root(args.data)
-    photos = (load_3dhp(root) if "mpi_inf_3dhp" in wanted else []) + \
+    if not wanted:
+        wanted = list(DEFAULT_SETS) + [s for s, folder in EXTRA_3D_SETS.items() if (root / folder).is_dir()]
+    photos = [p for s in SETS_3D if s in wanted for p in _LOADERS_3D[s](root)] + \
         [p for p in load_2d_sets(root) if p.dataset.split("-")[0] in wanted]
     if not photos:
         print(f"error: no labelled photos under {root} for {wanted}", file=sys.stderr)
@@ -854,16 +1002,18 @@ def main(argv=None) -> int:
 
     shared = None
     server = (args.server, args.token or os.environ.get("SAPIENS_TOKEN", "")) if args.server else None
-    needs_build = not (args.reuse and all((args.out / f"{p.key}.build.json").is_file() for p in photos))
+    needs_build = not (args.reuse and all((args.out / f"{built_name(p)}.build.json").is_file() for p in photos))
     if server is None and not args.server_per_photo and needs_build:
         shared = SharedServer(cli, args.out / "server.log")
         server = (shared.url, shared.token)
-    results = []
+    results, builds = [], {}
     mp = None
     t_start = time.perf_counter()
     try:
         for n, photo in enumerate(photos, 1):
-            built = build(photo, args.out, cli, server, args.reuse)
+            # people labelled in one photo share its build
+            built = builds.get(built_name(photo)) or build(photo, args.out, cli, server, args.reuse)
+            builds[built_name(photo)] = built
             out = read_outputs(photo, built)
             if photo.truth3d is not None:
                 mp = mp or WorldLandmarks()

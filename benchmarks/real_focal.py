@@ -66,7 +66,7 @@ def sweep(photos: list, out, scales: list[float]) -> tuple[str, list[dict]]:
     body = BodyModel.load("cpu")
     rows = []
     for photo in photos:
-        path = out / f"{photo.key}.npz"
+        path = out / f"{photo.build_key or photo.key}.npz"
         if photo.truth3d is None or not path.is_file():
             continue
         with np.load(path) as z:

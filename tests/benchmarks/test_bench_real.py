@@ -181,3 +181,68 @@ def test_landmark_focal_recovers_a_perspective_camera(bench):
     keypoints = np.c_[f * (world[:, :2] + t[:2]) / t[2] + centre, np.ones(308)]
     assert focal.landmark_focal(keypoints, np.c_[world, np.ones(308)], centre, 1000)[0] == \
         pytest.approx(focal.FOCAL_GRID[-1])
+
+
+def test_3d_loaders_read_humanm3_and_zju_mocap_files_made_here(bench, tmp_path):
+    """load_humanm3 (one photo, a camera-frame pose3d per person, built once) and load_zju_mocap
+    (SMPL joints in the body frame + body-to-camera transform) give the 12 limb joints in the
+    camera frame, in LIMB_JOINTS order, and labels projected with the dataset's camera."""
+    import pickle
+
+    cv2 = pytest.importorskip("cv2")
+    rng = np.random.default_rng(5)
+    d = tmp_path / "humanm3_demo"
+    d.mkdir()
+    cv2.imwrite(str(d / "frame.jpeg"), np.zeros((48, 64, 3), np.uint8))
+    poses = [rng.uniform(-0.8, 0.8, (15, 3)) + [0.0, 0.0, 8.0 + i] for i in range(2)]
+    items = [{"sequence": "basketball1", "time": "7", "tracking_id": str(10 + i), "pose3d": p,
+              "img_file": "frame.jpeg"} for i, p in enumerate(poses)]
+    (d / "data.pkl").write_bytes(pickle.dumps(items))
+    photos = bench.load_humanm3(tmp_path)
+    assert [p.key for p in photos] == ["humanm3__basketball1_7_person10", "humanm3__basketball1_7_person11"]
+    assert {bench.built_name(p) for p in photos} == {"humanm3__basketball1_7"}  # one build for both
+    k = bench.HUMANM3_INTRINSICS["basketball1"]
+    for p, pose in zip(photos, poses):
+        assert p.hw == (48, 64) and p.focal == pytest.approx((k[0][0] + k[1][1]) / 2)
+        # Human-M3's right shoulder is its joint 10, left hip 1, left ankle 5
+        names = dict(zip(bench.LIMB_JOINTS, p.truth3d))
+        np.testing.assert_allclose([names["right_shoulder"], names["left_hip"], names["left_ankle"]],
+                                   pose[[10, 1, 5]])
+        uv = bench.project(p.truth3d, k)
+        np.testing.assert_allclose([p.labels[0].points[n] for n in bench.LIMB_JOINTS], uv)
+        all_uv = bench.project(pose, k)
+        assert p.labels[0].box[:2] == pytest.approx(tuple(all_uv.min(0)))
+
+    z = tmp_path / "zju_mocap"
+    z.mkdir()
+    joints = rng.uniform(-0.5, 0.5, (45, 3))
+    rot = _rotation(rng)
+    t_c_b = np.eye(4)
+    t_c_b[:3, :3], t_c_b[:3, 3] = rot, (0.1, -0.2, 3.0)
+    kz = np.array([[1000.0, 0, 500], [0, 1010.0, 400], [0, 0, 1]])
+    np.savez(z / "sample.npz", joints_3d_wo_translation=joints, T_C_B=t_c_b, intrinsics=kz,
+             distortion=np.zeros((1, 5)))
+    cv2.imwrite(str(z / "sample.jpg"), np.zeros((40, 30, 3), np.uint8))
+    (photo,) = bench.load_zju_mocap(tmp_path)  # sample_31 is absent: skipped
+    cam = joints[:24] @ rot.T + t_c_b[:3, 3]
+    names = dict(zip(bench.LIMB_JOINTS, photo.truth3d))
+    # SMPL: left shoulder 16, right wrist 21, right knee 5
+    np.testing.assert_allclose([names["left_shoulder"], names["right_wrist"], names["right_knee"]],
+                               cam[[16, 21, 5]])
+    np.testing.assert_allclose([photo.labels[0].points[n] for n in bench.LIMB_JOINTS],
+                               bench.project(photo.truth3d, kz), atol=1e-6)
+    assert photo.key == "zju_mocap__sample" and photo.hw == (40, 30) and photo.focal == pytest.approx(1005.0)
+
+
+def test_tables_average_3d_frames_per_set(bench):
+    def rec(key, ds, fit, inp):
+        return {"dataset": ds, "key": key, "photo": "x.jpg", "build": {"seconds": 1.0},
+                "score": {"bodies": 1, "fit_pa_mm": fit, "input_pa_mm": inp}}
+
+    table, agg = bench.tables([rec("mpi_inf_3dhp__TS1", "mpi_inf_3dhp", 80.0, 90.0),
+                               rec("humanm3__b_1_person3", "humanm3", 100.0, 95.0),
+                               rec("humanm3__b_1_person4", "humanm3", 120.0, 125.0)])
+    assert agg["3d"]["frames"] == 3 and agg["3d"]["fit_pa_mean_mm"] == 100.0
+    assert agg["3d_by_set"]["humanm3"]["fit_pa_mean_mm"] == 110.0
+    assert agg["3d_by_set"]["mpi_inf_3dhp"]["input_pa_mean_mm"] == 90.0
+    assert "| b_1_person3 | 1 | 100.0 | 95.0 |" in table and "2d" not in agg
