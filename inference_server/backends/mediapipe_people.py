@@ -49,6 +49,7 @@ MIN_LEGS_SEEN = 0.3  # a person after the detector's surest, with no face found,
 NESTED_SIZE, NESTED_SHARE = 1.0, 0.6  # see _inside_another
 UPSIDE_DOWN = 0.25  # torso and head both point down, this much (sine, ~15 deg) below level (see _upside_down)
 SKIP_SIZE = 0.8  # ... and a candidate on a placed person, under this size of theirs, is not looked at
+NARROW_SHOULDERS, NARROW_HIPS = 0.45, 0.35  # a faceless 3D pose narrower than both is no one's (see _narrow)
 MIN_BODY_SEEN = 0.6  # a person the detector is unsure of (< SURE_SCORE) shows a face or this (see _body_seen)
 REFINE_PASSES = 1  # pose-only looks again at the landmarks' own box (then one with hands and face)
 MIN_SHOULDER_VISIBILITY = 0.5  # a person shows both shoulders (a held helmet does not)
@@ -135,7 +136,7 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
     keep: list[int] = []
     for k in range(len(people)):  # the detector's most certain first: a ghost lies on a kept one
         p = people[k]
-        if not _inside_another(k, people, seg, keep) and (
+        if not _inside_another(k, people, seg, keep) and not (p.face is None and _narrow(p.world)) and (
                 k == biggest or p.face is not None or _legs_seen(p) >= MIN_LEGS_SEEN) and (
                 p.score >= SURE_SCORE or p.face is not None or _body_seen(p) >= MIN_BODY_SEEN):
             keep.append(k)
@@ -242,6 +243,22 @@ def _inside_another(k: int, people: list[Person], seg: list[np.ndarray], kept: l
     any_size = _upside_down(p.pose) and (p.face is None or p.score < SURE_SCORE)
     return any((any_size or _torso_size(o.pose) > NESTED_SIZE * size)
                and m[pts[:, 1], pts[:, 0]].mean() > NESTED_SHARE for o, m in ((people[j], seg[j]) for j in kept))
+
+
+def _narrow(world: np.ndarray) -> bool:
+    """A metric 3D pose far narrower than people's: shoulders under NARROW_SHOULDERS and hips
+    under NARROW_HIPS torso lengths apart. The landmark model's 3D keeps human widths on real
+    people (on the 30 of the real-photo benchmark: shoulders >= 0.57, hips >= 0.36, turned or
+    not); on what it draws onto studio lights, a chair, a seated audience both collapse
+    (<= 0.43 and <= 0.33): docs/offline_backend.md "People"."""
+    w = np.asarray(world, np.float64)
+    sh = w[[POSE["left_shoulder"], POSE["right_shoulder"]]]
+    hp = w[[POSE["left_hip"], POSE["right_hip"]]]
+    torso = float(np.linalg.norm(sh.mean(0) - hp.mean(0)))
+    if not np.isfinite(torso) or torso < 1e-3:
+        return False
+    return bool(np.linalg.norm(sh[0] - sh[1]) < NARROW_SHOULDERS * torso
+                and np.linalg.norm(hp[0] - hp[1]) < NARROW_HIPS * torso)
 
 
 def _upside_down(pose: np.ndarray) -> bool:

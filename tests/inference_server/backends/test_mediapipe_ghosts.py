@@ -11,7 +11,7 @@ import numpy as np
 
 from inference_server.backends.mediapipe_detector import Candidate
 from inference_server.backends.mediapipe_landmarks import POSE
-from inference_server.backends.mediapipe_people import _upside_down, detect_people
+from inference_server.backends.mediapipe_people import _narrow, _upside_down, detect_people
 
 H = W = 400
 LIMBS = (("left_shoulder", "left_elbow"), ("left_elbow", "left_wrist"), ("right_shoulder", "right_elbow"),
@@ -20,10 +20,12 @@ LIMBS = (("left_shoulder", "left_elbow"), ("left_elbow", "left_wrist"), ("right_
          ("right_shoulder", "right_hip"), ("left_shoulder", "right_shoulder"), ("left_hip", "right_hip"))
 
 
-def _body(score, joints, face=True, legs=0.9, radius=None, blob=None):
+def _body(score, joints, face=True, legs=0.9, radius=None, blob=None, widths=1.0):
     """A fake person: ``joints`` name -> (x, y) for the nose, shoulders, elbows, wrists, hips,
     knees and ankles; the other landmarks beside their nearest joint. Visibility 1, the legs'
-    ``legs``. Segmentation: thick bones, and the rectangle ``blob`` (x0, y0, x1, y1) if given."""
+    ``legs``. Segmentation: thick bones, and the rectangle ``blob`` (x0, y0, x1, y1) if given.
+    Its metric 3D: the pose's, with shoulders and hips ``widths`` x as wide as people's (the
+    pose's own are narrower: the landmark model's 3D keeps human widths)."""
     pose = np.zeros((33, 3), np.float32)
     pose[:, 2] = 1.0
     for name, xy in joints.items():
@@ -46,8 +48,14 @@ def _body(score, joints, face=True, legs=0.9, radius=None, blob=None):
     cv2.circle(seg, tuple(int(v) for v in pose[0, :2]), 16, 1, -1)
     if blob is not None:
         seg[blob[1]:blob[3], blob[0]:blob[2]] = 1
+    world = np.c_[(pose[:, :2] - hips) / 200.0, np.zeros(33)]
+    torso = float(np.linalg.norm(world[[11, 12]].mean(0) - world[[23, 24]].mean(0)))
+    for (a, b), width in (((11, 12), 0.7), ((23, 24), 0.45)):  # people's, x the torso's length
+        mid, half = world[[a, b]].mean(0), (world[a] - world[b]) / 2
+        half *= widths * width * torso / max(2 * float(np.linalg.norm(half)), 1e-6)
+        world[a], world[b] = mid + half, mid - half
     return SimpleNamespace(cand=Candidate(score, hips, r, shoulders, top), pose=pose, face=face,
-                           seg=seg.astype(np.float32))
+                           seg=seg.astype(np.float32), world=world)
 
 
 def _lm(points):
@@ -62,7 +70,7 @@ def _find_people(*bodies):
 
     def process(image, hips, top, full):
         b = min(bodies, key=lambda b: np.linalg.norm(b.cand.hips - np.asarray(hips)))
-        world = np.c_[(b.pose[:, :2] - b.cand.hips) / 200.0, np.zeros(33)]
+        world = b.world
         face = None
         if full and b.face:
             face = _lm([(*(b.pose[0, :2] + (np.cos(a) * 8, np.sin(a) * 8)), 1.0)
@@ -139,3 +147,18 @@ def test_people_upside_down_or_lying_alone_are_kept():
             assert _find_people(alone) == [0.8], (turns, face)
     beside = _body(0.9, {n: (x + 260, y) for n, (x, y) in SEATED.items()})
     assert _find_people(_body(0.8, _turned(SEATED, 2), face=False), beside) == [0.8, 0.9]
+
+
+def test_a_faceless_body_far_narrower_than_people_is_no_one():
+    """The landmark model's 3D of what it draws onto studio lights, a chair or an audience has
+    shoulders and hips a fraction of people's (S8's ghost on the lights: 0.28 and 0.15 torso
+    lengths); found alone or beside someone, without a face, it is dropped; with a face found,
+    or narrow at the shoulders only (a person turned), kept."""
+    beside = _body(0.9, {n: (x + 260, y) for n, (x, y) in SEATED.items()})
+    assert _narrow(_body(0.8, SEATED, widths=0.4).world) and not _narrow(_body(0.8, SEATED).world)
+    assert _find_people(_body(0.8, SEATED, face=False, widths=0.4), beside) == [0.9]
+    assert _find_people(_body(0.8, SEATED, face=False, widths=0.4)) == []
+    assert _find_people(_body(0.8, SEATED, face=True, widths=0.4), beside) == [0.8, 0.9]
+    turned = _body(0.8, SEATED, face=False)
+    turned.world[[11, 12], 0] = turned.world[[11, 12], 0].mean()  # shoulders in line with the camera
+    assert not _narrow(turned.world) and _find_people(turned, beside) == [0.8, 0.9]
