@@ -4,7 +4,7 @@
 The tests mirror the packages (``tests/sapiens_blender/core/maps/`` tests
 ``sapiens_blender/core/maps/``...); their helpers live in ``tests/support/`` (on the path through
 pyproject's ``pythonpath``), and so do the session fixtures imported below: ONE real server
-subprocess (``server_fixtures``) and ONE body-model load (``anny_fixtures``). The markers ``bpy``,
+subprocess and ONE plain body-fit server (``server_fixtures``) and ONE body-model load (``anny_fixtures``). The markers ``bpy``,
 ``torch`` and ``anny`` say what a test module needs (``-m "not bpy"`` leaves those out).
 
 Under CI (the environment variable ``CI`` set), the test install has every optional package,
@@ -17,7 +17,7 @@ import os
 
 import pytest
 from anny_fixtures import body, body_model, body_model_scene, body_scene, gt_scene, scan_case  # noqa: F401
-from server_fixtures import alive_after, server  # noqa: F401
+from server_fixtures import alive_after, fit_server, server  # noqa: F401
 
 # Nothing in the test suite may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

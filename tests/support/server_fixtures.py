@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Fixtures of the server tests: ONE real server subprocess (echo + the tiny Sapiens2 backend)
-shared by the session. Helpers live in server_harness.py (importable by name from tests)."""
+shared by the session, and ONE plain server (default settings: the body fit, motion and
+template) shared by the tests that fit bodies through HTTP. Helpers live in server_harness.py
+(importable by name from tests)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,17 @@ def server(tmp_path_factory):
     srv = start_server(tmp_path_factory.mktemp("server"), "--enable-echo",
                        "--backend-module", "tiny_backend",
                        "--backend-module", "faulty_backend", "--parent-pid", str(os.getpid()))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def fit_server(tmp_path_factory):
+    """A server with default settings (its body model loaded on first use), shared by the
+    modules that fit or pose bodies through it: one start and one body-model load per session,
+    not one per module. Tests that need other settings, or leave work running (cancelled
+    posing), start their own."""
+    srv = start_server(tmp_path_factory.mktemp("fit-server"), "--parent-pid", str(os.getpid()))
     yield srv
     srv.stop()
 

@@ -2,26 +2,17 @@
 """The body fit through the real server and the real client: maps in, bodies out."""
 
 import json
-import os
 
 import numpy as np
 import pytest
 
 from inference_server.fit.guessed import LIMBS  # noqa: E402
-from server_harness import start_server  # noqa: E402
 
 from sapiens_blender.core.remote.analysis import body_template, fit_body  # noqa: E402
 from sapiens_blender.core.remote.client import V2Client  # noqa: E402
 from sapiens_blender.core.errors import SapiensServerError  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.anny]
-
-
-@pytest.fixture(scope="module")
-def fit_server(tmp_path_factory):
-    srv = start_server(tmp_path_factory.mktemp("fit-server"), "--parent-pid", str(os.getpid()))
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture(scope="module")

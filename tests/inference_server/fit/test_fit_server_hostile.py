@@ -5,11 +5,9 @@ and the parameters parsed strictly, once at the boundary: a 400 with one line na
 and why, never a 500 or a 200 with nonsense. The reports are strict JSON."""
 
 import json
-import os
 
 import numpy as np
 import pytest
-from server_harness import start_server
 
 from sapiens_blender.core.errors import SapiensServerError
 from sapiens_blender.core.remote.client import V2Client
@@ -25,11 +23,9 @@ def _strict(text: str):
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
-    srv = start_server(tmp_path_factory.mktemp("hostile"), "--parent-pid", str(os.getpid()))
-    with V2Client(f"http://{srv.url}", srv.token) as c:
+def client(fit_server):
+    with V2Client(f"http://{fit_server.url}", fit_server.token) as c:
         yield c
-    srv.stop()
 
 
 @pytest.fixture(scope="module")

@@ -39,13 +39,6 @@ def maps_dir(tmp_path_factory):
     return folder
 
 
-@pytest.fixture(scope="module")
-def fit_server(tmp_path_factory):
-    srv = start_server(tmp_path_factory.mktemp("motion-server"), "--parent-pid", str(os.getpid()))
-    yield srv
-    srv.stop()
-
-
 def _animate(maps_dir, fit_server, outputs, **kw):
     api.new_scene()
     return api.animate(maps_dir, outputs, maps_dir=True, server=f"http://{fit_server.url}",

@@ -62,17 +62,6 @@ def test_smoothing_cuts_jitter_and_keeps_joints_accurate(clip):
     assert np.isfinite([v for r in results.values() for s in r for v in s.values()]).all()
 
 
-@pytest.fixture(scope="module")
-def fit_server(tmp_path_factory):
-    import os
-
-    from server_harness import start_server
-
-    srv = start_server(tmp_path_factory.mktemp("motion-fit-server"), "--parent-pid", str(os.getpid()))
-    yield srv
-    srv.stop()
-
-
 def test_the_fitted_body_follows_the_clip(clip, fit_server):
     """The body fitted once and posed per frame by the real server: its own joints (anny's, the
     truth's kind) against the truth, at the default look-ahead and with the whole clip."""

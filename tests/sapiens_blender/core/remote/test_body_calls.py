@@ -2,8 +2,6 @@
 """Maps without a fit + a body build: the fit comes from the real server through the real client,
 the template is cached in the user cache folder, the maps keep the fit for later builds."""
 
-import os
-
 import numpy as np
 import pytest
 
@@ -12,9 +10,6 @@ pytest.importorskip("trimesh", reason="trimesh is needed to ray-cast body scenes
 pytest.importorskip("embreex", reason="embreex is needed to ray-cast body scenes")
 
 bpy = pytest.importorskip("bpy")
-
-
-from server_harness import start_server  # noqa: E402
 
 from sapiens_blender import api  # noqa: E402
 from sapiens_blender.blender import mesh  # noqa: E402
@@ -26,16 +21,13 @@ pytestmark = [pytest.mark.bpy, pytest.mark.anny]
 
 
 @pytest.mark.slow
-def test_build_body_asks_the_server_for_the_fit_and_caches_the_template(body_scene, tmp_path, monkeypatch):
+def test_build_body_asks_the_server_for_the_fit_and_caches_the_template(body_scene, fit_server, tmp_path,
+                                                                      monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     scene = body_scene("standing")
     bare = Maps.from_arrays({k: v for k, v in scene.maps.to_arrays().items() if not k.startswith(("body_", "fit_"))})
-    srv = start_server(tmp_path / "server", "--parent-pid", str(os.getpid()))
-    try:
-        api.new_scene()
-        result = api.build_from_maps(bare, body="minimal", server=f"http://{srv.url}", token=srv.token)
-    finally:
-        srv.stop()
+    api.new_scene()
+    result = api.build_from_maps(bare, body="minimal", server=f"http://{fit_server.url}", token=fit_server.token)
     assert body_records.has_body(bare)  # the maps now carry the fit: a later build needs no server
     template, fit = body_records.body_from_maps(bare)
     assert body_cache.cache_path(template.body_version).is_file()
