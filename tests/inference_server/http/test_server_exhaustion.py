@@ -145,7 +145,13 @@ def test_idle_connection_flood_leaves_the_server_answering_with_a_quiet_log(tmp_
                 socks.append(socket.create_connection(("127.0.0.1", port), timeout=5))
             except OSError:
                 break
-        time.sleep(0.5)
+        # Let the server take in the flood's backlog first (its file count settles): on a loaded
+        # 2-core machine that took over 5 s, and the check below queued behind it (flaky).
+        server, settled, last, deadline = psutil.Process(proc.pid), 0, -1, time.monotonic() + 30
+        while settled < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = server.num_fds()
+            settled, last = (settled + 1 if now == last else 0), now
         start = time.monotonic()
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
