@@ -246,3 +246,35 @@ def test_tables_average_3d_frames_per_set(bench):
     assert agg["3d_by_set"]["humanm3"]["fit_pa_mean_mm"] == 110.0
     assert agg["3d_by_set"]["mpi_inf_3dhp"]["input_pa_mean_mm"] == 90.0
     assert "| b_1_person3 | 1 | 100.0 | 95.0 |" in table and "2d" not in agg
+
+
+def test_refit_summary_counts_each_person_once_and_the_fits_own_loss_of_2d():
+    """benchmarks/refit_real.py's summary: 3D frames by their fit / input, 2D sets by recall and
+    error (artworks apart), and the bodies' error minus the backend's on the people both recall."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("refit_real_under_test", REPO / "benchmarks" / "refit_real.py")
+        refit = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(refit)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    leg = {"upright": True, "hip_flexion_deg": 50.0, "knee_flexion_deg": 10.0}
+    rows = [
+        {"key": "mpi_inf_3dhp__TS1", "dataset": "mpi_inf_3dhp", "score": {"fit_pa_mm": 70.0, "input_pa_mm": 72.0, "fit_2d_pct": 4.0}},
+        {"key": "mpi_inf_3dhp__S4", "dataset": "mpi_inf_3dhp", "score": {"input_pa_mm": 180.0, "fit_miss": "x"}},
+        {"key": "coco__1", "dataset": "coco", "score": {
+            "labelled": 3, "bodies_recalled": 2, "backend_recalled": 2,
+            "bodies_matches": [{"label": "a", "err_pct": 5.0}, {"label": "b", "err_pct": 7.0}],
+            "backend_matches": [{"label": "a", "err_pct": 4.0}, {"label": "c", "err_pct": 2.0}],
+            "bodies_unmatched": [{"person": 3}], "legs_out_of_frame": [leg, {**leg, "upright": False}]}},
+        {"key": "humanart-art__x", "dataset": "humanart-art", "score": {
+            "labelled": 1, "bodies_recalled": 0, "backend_recalled": 0, "bodies_matches": [], "backend_matches": [],
+            "bodies_unmatched": [{"person": 1}], "legs_out_of_frame": []}},
+    ]
+    s = refit.summarize(rows)
+    assert s["3d"] == {"TS1": (70.0, 72.0, 4.0), "S4": (None, 180.0, None)} and s["fit_pa_mean"] == 70.0
+    two = s["2d"]
+    assert (two["labelled"], two["bodies_recalled"], two["bodies_unmatched"]) == (3, 2, 1)  # the artwork apart
+    assert two["bodies_err_pct"] == 6.0 and two["backend_err_pct"] == 3.0
+    assert two["both_recalled"] == 1 and two["bodies_minus_backend_pct"] == 1.0  # label "a" only
+    assert (two["standing_legs"], two["standing_legs_over_45"]) == (1, 1)
