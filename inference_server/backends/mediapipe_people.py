@@ -30,6 +30,8 @@ from ..processing.pseudo_depth import (
 )
 from ..dataplane.base import AnalyzeOptions, CancelToken, ProgressFn
 from .mediapipe_detector import SURE_SCORE
+from .mediapipe_ghosts import (MIN_BODY_SEEN, MIN_LEGS_SEEN, SAME_PERSON, body_seen, inside_another,
+                               legs_seen, narrow, on_a_bigger_one, same_person, torso_size)
 from .mediapipe_landmarks import POSE, to_goliath, to_goliath_3d
 from .mediapipe_parts import parts_and_depth
 
@@ -40,17 +42,6 @@ WORK_SIDE = 256  # long side of the grid for parts/depth (smooth fields; upsampl
 MIN_PERSON_AREA = 0.002  # fraction of the photo below which a detection is noise
 MAX_LIMB_OFFSET = 0.5  # metres; landmark depths beyond this from the hips are not trusted
 MIN_PIECE_FRACTION = 0.02  # a mask piece smaller than this share of the person is dropped
-SAME_PERSON = 0.3  # two passes' torso points this close (x torso size): one person
-SAME_FACE = 0.15  # two seen noses this close (x torso size): one person
-SAME_BOX = 0.3  # ...or their boxes' centres this close (x radius), radii within this ratio... (see _same_person)
-MIN_LEGS_SEEN = 0.3  # a person after the detector's surest, with no face found, shows legs this well
-# A body on someone's segmentation is a ghost when that someone is at least as big (NESTED_SIZE;
-# 0.8 dropped the nearer of two overlapping people, whose torso looked 15 % bigger) ...
-NESTED_SIZE, NESTED_SHARE = 1.0, 0.6  # see _inside_another
-UPSIDE_DOWN = 0.25  # torso and head both point down, this much (sine, ~15 deg) below level (see _upside_down)
-SKIP_SIZE = 0.8  # ... and a candidate on a placed person, under this size of theirs, is not looked at
-NARROW_SHOULDERS, NARROW_HIPS = 0.45, 0.35  # a faceless 3D pose narrower than both is no one's (see _narrow)
-MIN_BODY_SEEN = 0.6  # a person the detector is unsure of (< SURE_SCORE) shows a face or this (see _body_seen)
 REFINE_PASSES = 1  # pose-only looks again at the landmarks' own box (then one with hands and face)
 MIN_SHOULDER_VISIBILITY = 0.5  # a person shows both shoulders (a held helmet does not)
 MASK_REACH = 0.8  # a person's mask ends this far (x torso size) from their seen bones
@@ -109,10 +100,10 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
     for cand in find(image, cancel):
         if cancel is not None:
             cancel.check()
-        if _on_a_bigger_one(cand, people, seg):
+        if on_a_bigger_one(cand, people, seg):
             continue  # part of someone already placed, seen through a small tile
         got = _person_at(process, image, cand.hips, cand.top, REFINE_PASSES)
-        if got is None or any(_same_person(got[0], p) for p in people):
+        if got is None or any(same_person(got[0], p) for p in people):
             continue
         got[0].score = cand.score
         people.append(got[0])
@@ -134,15 +125,15 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
             people[k], seg[k] = full
     # That look, at a person's settled box, can land on someone placed before (3DHP S4: an unsure
     # detection at the photo's edge settled on the seated woman): one of the two, the surer, stays.
-    once = [k for k in range(len(people)) if not any(_same_person(people[j], people[k]) for j in range(k))]
+    once = [k for k in range(len(people)) if not any(same_person(people[j], people[k]) for j in range(k))]
     people, seg = [people[k] for k in once], [seg[k] for k in once]
     biggest = int(np.argmax([int(m.sum()) for m in seg])) if people else -1  # a ghost can have a bigger torso
     keep: list[int] = []
     for k in range(len(people)):  # the detector's most certain first: a ghost lies on a kept one
         p = people[k]
-        if not _inside_another(k, people, seg, keep) and not (p.face is None and _narrow(p.world)) and (
-                k == biggest or p.face is not None or _legs_seen(p) >= MIN_LEGS_SEEN) and (
-                p.score >= SURE_SCORE or p.face is not None or _body_seen(p) >= MIN_BODY_SEEN):
+        if not inside_another(k, people, seg, keep) and not (p.face is None and narrow(p.world)) and (
+                k == biggest or p.face is not None or legs_seen(p) >= MIN_LEGS_SEEN) and (
+                p.score >= SURE_SCORE or p.face is not None or body_seen(p) >= MIN_BODY_SEEN):
             keep.append(k)
     people, seg = [people[k] for k in keep], [seg[k] for k in keep]
     _share_masks(people, seg, (h, w))
@@ -200,105 +191,9 @@ def _average(person: Person, pose: np.ndarray) -> None:
     frames' fit was 143 mm, not 137; docs/body_fit.md). Looks whose torsos disagree (the
     refinement moved to a neighbour) are not mixed."""
     idx = [POSE[n] for n in ("left_shoulder", "right_shoulder", "left_hip", "right_hip")]
-    if np.linalg.norm(person.pose[idx, :2] - pose[idx, :2], axis=1).mean() > SAME_PERSON * _torso_size(person.pose):
+    if np.linalg.norm(person.pose[idx, :2] - pose[idx, :2], axis=1).mean() > SAME_PERSON * torso_size(person.pose):
         return
     person.pose[:, [0, 1, 3]] = 0.5 * (person.pose[:, [0, 1, 3]] + pose[:, [0, 1, 3]])
-
-
-def _on_a_bigger_one(cand, people: list[Person], seg: list[np.ndarray]) -> bool:
-    """A candidate whose hips and shoulders lie on a placed person's segmentation, with a body
-    circle under SKIP_SIZE of theirs: what _inside_another would drop, skipped before its looks."""
-    for p, m in zip(people, seg):
-        h, w = m.shape
-        pts = np.round([cand.hips, cand.shoulders]).astype(int)
-        if ((pts >= 0) & (pts < (w, h))).all() and m[pts[:, 1], pts[:, 0]].all() and (
-                cand.radius * SKIP_SIZE < np.linalg.norm(np.subtract(p.roi[1], p.roi[0]))):
-            return True
-    return False
-
-
-def _legs_seen(p: Person) -> float:
-    """Mean visibility of the knees and ankles. A ghost in an object beside someone (the helmet
-    an astronaut holds) has a torso and arms but no face and no legs."""
-    return float(p.pose[[POSE[n] for n in ("left_knee", "right_knee", "left_ankle", "right_ankle")], 3].mean())
-
-
-def _body_seen(p: Person) -> float:
-    """Mean visibility of the shoulders, arms, hands' points and hips. On the real photos, the
-    people placed by a detection under SURE_SCORE showed a face or >= 0.61; the ghosts (on an
-    artwork, in a corner of the astronaut photo) no face and <= 0.58: a thin margin, few samples."""
-    return float(p.pose[POSE["left_shoulder"]:POSE["right_hip"] + 1, 3].mean())
-
-
-def _inside_another(k: int, people: list[Person], seg: list[np.ndarray], kept: list[int]) -> bool:
-    """A "person" whose seen landmarks lie on a kept, not smaller one's segmentation: the
-    landmark model fitted a second body into someone's chest, or hung one from their head. One
-    upside down with weak evidence (no face found, or an unsure detection) is dropped there
-    whatever the sizes: COCO 000000040083's ghost (sure, 0.54) lay head down over a seated man's
-    arm and a chair, its face "seen" (1.00) but not found, its torso 1.4x his. Alone, or with a
-    face found from a sure detection, an upside-down body is kept: people do handstands."""
-    p = people[k]
-    h, w = seg[k].shape
-    pts = np.round(p.pose[p.pose[:, 3] >= 0.5, :2]).astype(int)
-    pts = pts[(pts[:, 0] >= 0) & (pts[:, 0] < w) & (pts[:, 1] >= 0) & (pts[:, 1] < h)]
-    if len(pts) == 0:
-        return False
-    size = _torso_size(p.pose)
-    any_size = _upside_down(p.pose) and (p.face is None or p.score < SURE_SCORE)
-    return any((any_size or _torso_size(o.pose) > NESTED_SIZE * size)
-               and m[pts[:, 1], pts[:, 0]].mean() > NESTED_SHARE for o, m in ((people[j], seg[j]) for j in kept))
-
-
-def _narrow(world: np.ndarray) -> bool:
-    """A metric 3D pose far narrower than people's: shoulders under NARROW_SHOULDERS and hips
-    under NARROW_HIPS torso lengths apart. The landmark model's 3D keeps human widths on real
-    people (on the 30 of the real-photo benchmark: shoulders >= 0.57, hips >= 0.36, turned or
-    not); on what it draws onto studio lights, a chair, a seated audience both collapse
-    (<= 0.43 and <= 0.33): docs/offline_backend.md "People"."""
-    w = np.asarray(world, np.float64)
-    sh = w[[POSE["left_shoulder"], POSE["right_shoulder"]]]
-    hp = w[[POSE["left_hip"], POSE["right_hip"]]]
-    torso = float(np.linalg.norm(sh.mean(0) - hp.mean(0)))
-    if not np.isfinite(torso) or torso < 1e-3:
-        return False
-    return bool(np.linalg.norm(sh[0] - sh[1]) < NARROW_SHOULDERS * torso
-                and np.linalg.norm(hp[0] - hp[1]) < NARROW_HIPS * torso)
-
-
-def _upside_down(pose: np.ndarray) -> bool:
-    """The shoulders and the face (its 11 points, seen or not) both below the hips, each more than
-    UPSIDE_DOWN (sine) below level: head down, not lying (level) nor sitting or standing."""
-    hips = pose[[POSE["left_hip"], POSE["right_hip"]], :2].mean(0)
-    shoulders = pose[[POSE["left_shoulder"], POSE["right_shoulder"]], :2].mean(0)
-    ends = (shoulders, pose[:POSE["left_shoulder"], :2].mean(0))
-    return all(e[1] - hips[1] > UPSIDE_DOWN * max(float(np.linalg.norm(e - hips)), 1.0) for e in ends)
-
-
-def _torso_size(pose: np.ndarray) -> float:
-    s = pose[[POSE["left_shoulder"], POSE["right_shoulder"]], :2]
-    hp = pose[[POSE["left_hip"], POSE["right_hip"]], :2]
-    return max(float(np.linalg.norm(s.mean(0) - hp.mean(0))), float(np.linalg.norm(s[0] - s[1])), 1.0)
-
-
-def _same_person(a: Person, b: Person) -> bool:
-    """Two candidates that landed on one person: the same box, one nose, both shoulders, or torso
-    points all close."""
-    (ca, ta), (cb, tb) = a.roi, b.roi
-    ra, rb = float(np.linalg.norm(np.subtract(ta, ca))), float(np.linalg.norm(np.subtract(tb, cb)))
-    if np.linalg.norm(np.subtract(ca, cb)) < SAME_BOX * max(ra, rb) and min(ra, rb) > SAME_BOX * max(ra, rb):
-        return True
-    size = min(_torso_size(a.pose), _torso_size(b.pose))
-    nose = POSE["nose"]
-    if min(a.pose[nose, 3], b.pose[nose, 3]) >= 0.5 and (
-            np.linalg.norm(a.pose[nose, :2] - b.pose[nose, :2]) < SAME_FACE * size):
-        return True  # one face: a second body hung from it (upside down, or shrunk into the chest)
-    sh = [POSE["left_shoulder"], POSE["right_shoulder"]]
-    if min(a.pose[sh, 3].min(), b.pose[sh, 3].min()) >= 0.5 and (
-            np.linalg.norm(a.pose[sh, :2] - b.pose[sh, :2], axis=1) < SAME_FACE * size).all():
-        return True  # both shoulders in one place: two readings of one person's legs (3DHP S4, seated)
-    idx = [POSE[n] for n in ("nose", "left_shoulder", "right_shoulder", "left_hip", "right_hip")]
-    d = np.linalg.norm(a.pose[idx, :2] - b.pose[idx, :2], axis=1).mean()
-    return d < SAME_PERSON * size
 
 
 def _skeleton_distance(pose: np.ndarray, box) -> np.ndarray:
@@ -327,7 +222,7 @@ def _share_masks(people: list[Person], seg: list[np.ndarray], hw: tuple[int, int
             continue
         box = (slice(ys.min(), ys.max() + 1), slice(xs.min(), xs.max() + 1))
         d = _skeleton_distance(person.pose, box)
-        take = m[box] & (d <= MASK_REACH * _torso_size(person.pose)) & (d < best[box])
+        take = m[box] & (d <= MASK_REACH * torso_size(person.pose)) & (d < best[box])
         owner[box][take] = k
         best[box][take] = d[take]
     for k, person in enumerate(people, start=1):

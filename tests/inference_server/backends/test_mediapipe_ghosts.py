@@ -11,7 +11,8 @@ import numpy as np
 
 from inference_server.backends.mediapipe_detector import Candidate
 from inference_server.backends.mediapipe_landmarks import POSE
-from inference_server.backends.mediapipe_people import _narrow, _upside_down, detect_people
+from inference_server.backends.mediapipe_ghosts import narrow, upside_down
+from inference_server.backends.mediapipe_people import detect_people
 
 H = W = 400
 LIMBS = (("left_shoulder", "left_elbow"), ("left_elbow", "left_wrist"), ("right_shoulder", "right_elbow"),
@@ -126,10 +127,10 @@ def _turned(joints, quarter_turns):
 
 def test_upside_down_means_head_and_torso_down():
     standing = _body(0.9, SEATED).pose
-    assert not _upside_down(standing)
-    assert _upside_down(_body(0.9, _turned(SEATED, 2)).pose)  # a handstand
-    assert not _upside_down(_body(0.9, _turned(SEATED, 1)).pose)  # lying on the floor
-    assert not _upside_down(_body(0.9, _turned(SEATED, 3)).pose)
+    assert not upside_down(standing)
+    assert upside_down(_body(0.9, _turned(SEATED, 2)).pose)  # a handstand
+    assert not upside_down(_body(0.9, _turned(SEATED, 1)).pose)  # lying on the floor
+    assert not upside_down(_body(0.9, _turned(SEATED, 3)).pose)
 
 
 def test_an_upside_down_body_on_someone_with_weak_evidence_is_a_ghost():
@@ -160,13 +161,13 @@ def test_a_faceless_body_far_narrower_than_people_is_no_one():
     lengths); found alone or beside someone, without a face, it is dropped; with a face found,
     or narrow at the shoulders only (a person turned), kept."""
     beside = _body(0.9, {n: (x + 260, y) for n, (x, y) in SEATED.items()})
-    assert _narrow(_body(0.8, SEATED, widths=0.4).world) and not _narrow(_body(0.8, SEATED).world)
+    assert narrow(_body(0.8, SEATED, widths=0.4).world) and not narrow(_body(0.8, SEATED).world)
     assert _find_people(_body(0.8, SEATED, face=False, widths=0.4), beside) == [0.9]
     assert _find_people(_body(0.8, SEATED, face=False, widths=0.4)) == []
     assert _find_people(_body(0.8, SEATED, face=True, widths=0.4), beside) == [0.8, 0.9]
     turned = _body(0.8, SEATED, face=False)
     turned.world[[11, 12], 0] = turned.world[[11, 12], 0].mean()  # shoulders in line with the camera
-    assert not _narrow(turned.world) and _find_people(turned, beside) == [0.8, 0.9]
+    assert not narrow(turned.world) and _find_people(turned, beside) == [0.8, 0.9]
 
 
 def test_a_person_whose_last_look_lands_on_someone_placed_is_one_person():
