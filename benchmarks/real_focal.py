@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench_real import GOLIATH_INDEX, LIMB_JOINTS, pa_mpjpe, person_error, project
+from bench_real import GOLIATH_INDEX, LIMB_JOINTS, built_name, pa_mpjpe, person_error, project
 
 FOCAL_GRID = np.linspace(0.3, 3.0, 271)  # focal / long side searched by the landmark fit
 
@@ -66,7 +66,7 @@ def sweep(photos: list, out, scales: list[float]) -> tuple[str, list[dict]]:
     body = BodyModel.load("cpu")
     rows = []
     for photo in photos:
-        path = out / f"{photo.build_key or photo.key}.npz"
+        path = out / f"{built_name(photo)}.npz"
         if photo.truth3d is None or not path.is_file():
             continue
         with np.load(path) as z:

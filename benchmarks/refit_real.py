@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_real import (SCORED_NAMES, data_root, load_2d_sets, load_3dhp, load_humanm3,  # noqa: E402
-                        load_zju_mocap, project, read_outputs, score_2d, score_3d)
+from bench_real import (_LOADERS_3D, SCORED_NAMES, built_name, data_root, load_2d_sets,  # noqa: E402
+                        project, read_outputs, score_2d, score_3d)
 
 MAPS_KEYS = ("image", "mask", "parts", "part_names", "intrinsics", "keypoints", "keypoints_3d", "depth", "metric")
 
@@ -38,7 +38,7 @@ def refit(photo, out: Path, body, settings) -> dict | None:
     from inference_server.fit.observations import ObservationError, observe
     from inference_server.fit.solver import fit_people
 
-    path = out / f"{photo.build_key or photo.key}.npz"  # people of one photo share its build
+    path = out / f"{built_name(photo)}.npz"  # people of one photo share its build
     if not path.is_file():
         return None
     files = {"maps": path, "joints": out / f"{photo.key}.none.json"}  # no joints file: backend only
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
         setattr(observations, name, value)
     torch.set_grad_enabled(True)
     root = data_root(args.data)
-    photos = load_3dhp(root) + load_humanm3(root) + load_zju_mocap(root) + load_2d_sets(root)
+    photos = [p for load in _LOADERS_3D.values() for p in load(root)] + load_2d_sets(root)
     if args.sets:
         wanted = set(args.sets.split(","))
         photos = [p for p in photos if p.dataset in wanted or p.dataset.split("-")[0] in wanted]

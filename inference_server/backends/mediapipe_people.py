@@ -29,9 +29,7 @@ from ..processing.pseudo_depth import (
     smooth_inside,
 )
 from ..dataplane.base import AnalyzeOptions, CancelToken, ProgressFn
-from .mediapipe_detector import SURE_SCORE
-from .mediapipe_ghosts import (MIN_BODY_SEEN, MIN_LEGS_SEEN, SAME_PERSON, body_seen, inside_another,
-                               legs_seen, narrow, on_a_bigger_one, same_person, torso_size)
+from .mediapipe_ghosts import SAME_PERSON, keep_people, on_a_bigger_one, same_person, torso_size
 from .mediapipe_landmarks import POSE, to_goliath, to_goliath_3d
 from .mediapipe_parts import parts_and_depth
 
@@ -123,18 +121,7 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
                 _average(full[0], person.first)
             full[0].score = person.score
             people[k], seg[k] = full
-    # That look, at a person's settled box, can land on someone placed before (3DHP S4: an unsure
-    # detection at the photo's edge settled on the seated woman): one of the two, the surer, stays.
-    once = [k for k in range(len(people)) if not any(same_person(people[j], people[k]) for j in range(k))]
-    people, seg = [people[k] for k in once], [seg[k] for k in once]
-    biggest = int(np.argmax([int(m.sum()) for m in seg])) if people else -1  # a ghost can have a bigger torso
-    keep: list[int] = []
-    for k in range(len(people)):  # the detector's most certain first: a ghost lies on a kept one
-        p = people[k]
-        if not inside_another(k, people, seg, keep) and not (p.face is None and narrow(p.world)) and (
-                k == biggest or p.face is not None or legs_seen(p) >= MIN_LEGS_SEEN) and (
-                p.score >= SURE_SCORE or p.face is not None or body_seen(p) >= MIN_BODY_SEEN):
-            keep.append(k)
+    keep = keep_people(people, seg)
     people, seg = [people[k] for k in keep], [seg[k] for k in keep]
     _share_masks(people, seg, (h, w))
     people = [p for p in people if p.mask.sum() >= MIN_PERSON_AREA * h * w]

@@ -48,7 +48,6 @@ MIN_SCORE = 0.3
 # The backend's 3D pose is kept for joints it barely sees (an arm behind the body): its guess
 # there, learnt from real 3D, beat the pose prior's (a real occluded arm 189 -> 145 mm at the
 # elbow, docs/body_fit.md), so such a joint weighs WORLD_FLOOR rather than nothing.
-WORLD_MIN_SCORE = 0.0
 WORLD_FLOOR = 0.5
 
 # A keypoint's weight is its score, times this for a finger's: a hand's 20 keypoints lie within
@@ -268,7 +267,7 @@ def _world(keypoints_3d, person_id: int):
         return None, None
     row = k3[person_id - 1][list(JOINT_KEYPOINT_INDEX)]
     score = np.nan_to_num(row[:, 3])
-    ok = np.isfinite(row).all(1) & (score >= WORLD_MIN_SCORE)
+    ok = np.isfinite(row).all(1)
     if (ok & (score >= MIN_SCORE)).sum() < 4:
         return None, None
     return np.where(ok[:, None], row[:, :3], np.nan), np.where(ok, np.clip(score, WORLD_FLOOR, 1), 0.0)
