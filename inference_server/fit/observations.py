@@ -18,6 +18,7 @@ import numpy as np
 from scipy import ndimage
 
 from ..processing.intrinsics import points_from_depth
+from . import lifting
 from .correspondences import (COVERING_CLASSES, JOINT_KEYPOINT_INDEX, JOINT_NAMES, SKIN_JOINTS,
                               covered_classes, is_finger, part_names)
 
@@ -49,6 +50,11 @@ MIN_SCORE = 0.3
 # there, learnt from real 3D, beat the pose prior's (a real occluded arm 189 -> 145 mm at the
 # elbow, docs/body_fit.md), so such a joint weighs WORLD_FLOOR rather than nothing.
 WORLD_FLOOR = 0.5
+# How far the backend's 3D limb joints move towards the pose lifted from their 2D by the learned
+# network (lifting.py): half way. Their errors differ, so the average beats either (3D frames of
+# bench_real: docs/body_fit.md "A learned lifting"). 0 turns it off.
+LIFT_SHARE = 0.5
+_LIFT_INDEX = [JOINT_NAMES.index(n) for n in lifting.LIFT_JOINTS]
 
 # A keypoint's weight is its score, times this for a finger's: a hand's 20 keypoints lie within
 # a few centimetres, and at 1 two hands (40) outweighed the body's 23 joints, so that a few
@@ -249,6 +255,8 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     ys, xs = np.nonzero(mine)
     scale_px = float(np.hypot(xs.max() - xs.min() + 1, ys.max() - ys.min() + 1))
     world, world_w = _world(keypoints_3d, person_id)
+    if world is not None and LIFT_SHARE > 0:
+        world = _with_lifted(world, xy, k)
     return PersonObservation(
         person_id, k, (h, w), xy, weights, lifted, two_sided, clothed, radius, points, covering,
         point_parts, allowed_dt, part_dt, s, np.stack([cc + 0.5, rr + 0.5], 1), cover_w, scale_px,
@@ -271,6 +279,18 @@ def _world(keypoints_3d, person_id: int):
     if (ok & (score >= MIN_SCORE)).sum() < 4:
         return None, None
     return np.where(ok[:, None], row[:, :3], np.nan), np.where(ok, np.clip(score, WORLD_FLOOR, 1), 0.0)
+
+
+def _with_lifted(world: np.ndarray, xy: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """``world`` with its limb joints blended with the pose lifted from their pixels ``xy``
+    (every keypoint the backend placed, seen or extrapolated); unchanged where either misses one."""
+    limbs = world[_LIFT_INDEX]
+    lifted = lifting.lift(xy[_LIFT_INDEX], k) if np.isfinite(limbs).all() else None
+    if lifted is None:
+        return world
+    out = world.copy()
+    out[_LIFT_INDEX] = lifting.blend(limbs, lifted, LIFT_SHARE)
+    return out
 
 
 def _parts_of_labels(labels: np.ndarray, names_by_id: dict) -> np.ndarray:
