@@ -256,7 +256,7 @@ def observe(person_id: int, *, mask, parts, part_names_in, intrinsics, keypoints
     scale_px = float(np.hypot(xs.max() - xs.min() + 1, ys.max() - ys.min() + 1))
     world, world_w = _world(keypoints_3d, person_id)
     if world is not None and LIFT_SHARE > 0:
-        world = _with_lifted(world, xy, k)
+        world = _with_lifted(world, xy, score, k)
     return PersonObservation(
         person_id, k, (h, w), xy, weights, lifted, two_sided, clothed, radius, points, covering,
         point_parts, allowed_dt, part_dt, s, np.stack([cc + 0.5, rr + 0.5], 1), cover_w, scale_px,
@@ -281,11 +281,13 @@ def _world(keypoints_3d, person_id: int):
     return np.where(ok[:, None], row[:, :3], np.nan), np.where(ok, np.clip(score, WORLD_FLOOR, 1), 0.0)
 
 
-def _with_lifted(world: np.ndarray, xy: np.ndarray, k: np.ndarray) -> np.ndarray:
+def _with_lifted(world: np.ndarray, xy: np.ndarray, score: np.ndarray, k: np.ndarray) -> np.ndarray:
     """``world`` with its limb joints blended with the pose lifted from their pixels ``xy``
-    (every keypoint the backend placed, seen or extrapolated); unchanged where either misses one."""
+    (every keypoint the backend placed, seen or extrapolated: score > 0); unchanged where either
+    misses one."""
     limbs = world[_LIFT_INDEX]
-    lifted = lifting.lift(xy[_LIFT_INDEX], k) if np.isfinite(limbs).all() else None
+    placed = np.isfinite(limbs).all() and (score[_LIFT_INDEX] > 0).all()
+    lifted = lifting.lift(xy[_LIFT_INDEX], k) if placed else None
     if lifted is None:
         return world
     out = world.copy()

@@ -117,13 +117,9 @@ class FitSettings:
     # dense surface, which knows the depth better; at 0.25 the ground truth's joints max 1.21 ->
     # 1.11 cm on average, an elbow over a hole 4.18 -> 3.64 cm (docs/body_fit.md).
     # world: the bones' directions in the backend's own 3D pose (the offline backend's MediaPipe
-    # world landmarks; no Sapiens backend gives one), turned onto the body first. On the
-    # real-photo benchmark (benchmarks/bench_real.py), 3D frames' PA-MPJPE mean / 2D photos'
-    # error: 219 mm / 6.0 % without it, 185 / 6.6 at 1, 183 / 6.8 at 2, 179 mm at 5 with the 2D
-    # error up to 7-12 % of a person's size (MediaPipe's own landmarks: 175 mm / 5.9 %). Its depth
-    # component alone at 2: 184 mm / 7.4 %. Since the learned lifting is blended into that pose
-    # (observations.LIFT_SHARE) it is worth more: the 12 scored 3D frames 102.4 mm at 1, 97.8 at
-    # 2, 96.9 at 3 (one more frame above its input; docs/body_fit.md "A learned lifting").
+    # world landmarks, blended with the learned lifting: observations.LIFT_SHARE; no Sapiens
+    # backend gives one). bench_real's 12 scored 3D frames, PA-MPJPE: 102.4 mm at 1, 97.8 at 2,
+    # 96.9 at 3 with one more frame above its input (docs/body_fit.md "A learned lifting").
     # pose_prior*: pose_prior.py, docs/body_fit.md "Pose prior".
     weights: dict = field(default_factory=lambda: {
         "lift": 0.25, "lift_dense": 1.0, "prior": 1.0, "prior_seen": 0.03, "hinge": 1.0, "surface": 4.0,

@@ -160,7 +160,8 @@ def test_lift_refuses_missing_joints_and_blend_moves_half_way():
 
 def test_observations_blend_the_lifted_pose_into_the_limbs_only(monkeypatch):
     """observe(): with keypoints_3d, the 12 limb joints of ``world`` move half way to the lifted
-    pose; every other joint keeps the backend's 3D; LIFT_SHARE 0 keeps all of it."""
+    pose; every other joint keeps the backend's 3D; LIFT_SHARE 0, or a limb keypoint missing,
+    keeps all of it."""
     from inference_server.fit import observations
     from inference_server.fit.correspondences import JOINT_KEYPOINT_INDEX, JOINT_NAMES
 
@@ -189,3 +190,6 @@ def test_observations_blend_the_lifted_pose_into_the_limbs_only(monkeypatch):
     others = [j for j in range(len(JOINT_NAMES)) if j not in idx]
     assert np.array_equal(np.isnan(mixed[others]), np.isnan(raw[others]))
     assert np.allclose(mixed[nose], raw[nose])
+    # a limb keypoint the backend did not place (score 0): nothing to lift from
+    kp[0, JOINT_KEYPOINT_INDEX[JOINT_NAMES.index("left_ankle")], 2] = 0.0
+    assert np.allclose(observations.observe(1, **args).world, raw, equal_nan=True)
