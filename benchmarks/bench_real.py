@@ -81,8 +81,10 @@ What is scored
   vector of the labels' midpoints); or, with no hip labelled (a portrait cut at the chest),
   both legs when the hips, 1.3 shoulder widths straight below the labelled shoulders, are
   outside the picture. ``upright``: the torso leans at most 45 deg from the image's vertical
-  (shoulders within 30 deg of level when no hip is labelled): a standing person, to whom the
-  target applies. On the body: hip flexion (the thigh's angle from the torso's down axis in the body's sagittal
+  (shoulders within 30 deg of level when no hip is labelled); ``seated``: a labelled knee in the
+  picture lies less than 0.4 torso lengths below its hip along the torso (a thigh towards the
+  camera or raised: sitting; a standing leg's knee lies 0.6 or more below); ``standing``:
+  upright and not seated, the people the target applies to. On the body: hip flexion (the thigh's angle from the torso's down axis in the body's sagittal
   plane, forward positive) and knee flexion (the angle between thigh and shin, 0 = straight),
   in degrees, and which of that leg's joints the joints file marks ``estimated``.
 
@@ -150,6 +152,7 @@ MIN_LABELLED = 5  # keypoints a labelled person needs
 MIN_SHARED = 4  # joints two people must share to be compared
 LEG_REACH_TORSOS = 1.8  # hip to ankle of a straight leg, in torso lengths (shoulder-hip midpoints)
 LEG_MATCH_FRACTION = 0.25  # legs are measured on the body nearest a label, up to 25 % off
+SEATED_KNEE_DROP = 0.4  # a labelled knee this close below its hip (torso lengths, along the torso): sitting
 TORSO_SHOULDER_WIDTHS = 1.3  # shoulders' midpoint to hips' midpoint, in shoulder widths
 RESERVED = ("h36m", "ochuman")  # an independent check's data: never read here
 
@@ -291,7 +294,7 @@ def legs_out_of_frame(label: dict, hw: tuple[int, int]) -> list[dict]:
         if width < 1.0 or inside(s + [0.0, TORSO_SHOULDER_WIDTHS * width]):
             return []
         return [{"side": side, "knee_seen": False, "hip_seen": False, "torso_lean_deg": None,
-                 "upright": tilt <= 30.0} for side in ("left", "right")]
+                 "upright": tilt <= 30.0, "seated": False, "standing": tilt <= 30.0} for side in ("left", "right")]
     hp = np.mean(hips, 0)
     torso = hp - s
     if float(np.linalg.norm(torso)) < 1.0:
@@ -308,8 +311,11 @@ def legs_out_of_frame(label: dict, hw: tuple[int, int]) -> list[dict]:
         if inside(np.asarray(hip, float) + LEG_REACH_TORSOS * torso):
             continue  # a leg continuing the torso would end in the picture: hidden, not cut off
         knee = label.get(f"{side}_knee")
-        out.append({"side": side, "knee_seen": knee is not None and inside(knee), "hip_seen": True,
-                    "torso_lean_deg": round(lean, 1), "upright": lean <= 45.0})
+        knee_seen = knee is not None and inside(knee)
+        # how far the knee lies below the hip along the torso, in torso lengths
+        seated = knee_seen and float((np.asarray(knee, float) - np.asarray(hip, float)) @ torso) / float(torso @ torso) < SEATED_KNEE_DROP
+        out.append({"side": side, "knee_seen": knee_seen, "hip_seen": True, "torso_lean_deg": round(lean, 1),
+                    "upright": lean <= 45.0, "seated": bool(seated), "standing": lean <= 45.0 and not seated})
     return out
 
 
@@ -929,25 +935,30 @@ def tables(results: list[dict]) -> tuple[str, dict]:
         lines += ["### Legs out of the frame (fitted body, degrees)", ""]
         if legs:
             lines += ["| set | photo | label | body (2D err %) | leg | hip seen | knee seen | torso lean | upright | "
-                      "hip flexion | knee flexion | leg joints estimated |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                      "seated | hip flexion | knee flexion | leg joints estimated |",
+                      "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
             for r, leg in legs:
                 lines.append(f"| {r['dataset']} | {r['key'].split('__', 1)[1]} | {leg['label']} | #{leg['body']} "
                              f"({_f(leg['body_err_pct'])}) | "
                              f"{leg['side']} | {'yes' if leg['hip_seen'] else 'no'} | {'yes' if leg['knee_seen'] else 'no'} | "
                              f"{_f(leg['torso_lean_deg'])} | "
-                             f"{'yes' if leg['upright'] else 'no'} | {_f(leg['hip_flexion_deg'])} | "
+                             f"{'yes' if leg['upright'] else 'no'} | {'yes' if leg.get('seated') else 'no'} | "
+                             f"{_f(leg['hip_flexion_deg'])} | "
                              f"{_f(leg['knee_flexion_deg'])} | {', '.join(leg['estimated']) or '-'} |")
             up = [leg for _, leg in legs if leg["upright"]]
+            st = [leg for _, leg in legs if leg.get("standing", leg["upright"])]
+            over = lambda group: sum(abs(leg["hip_flexion_deg"]) > 45 or leg["knee_flexion_deg"] > 45  # noqa: E731
+                                     for leg in group)
             agg["legs_out_of_frame"] = {
-                "legs": len(legs), "upright": len(up),
-                "max_hip_flexion_deg_upright": max((abs(leg["hip_flexion_deg"]) for leg in up), default=None),
-                "max_knee_flexion_deg_upright": max((leg["knee_flexion_deg"] for leg in up), default=None),
-                "upright_over_45_deg": sum(abs(leg["hip_flexion_deg"]) > 45 or leg["knee_flexion_deg"] > 45
-                                           for leg in up)}
+                "legs": len(legs), "upright": len(up), "upright_over_45_deg": over(up), "standing": len(st),
+                "max_hip_flexion_deg_standing": max((abs(leg["hip_flexion_deg"]) for leg in st), default=None),
+                "max_knee_flexion_deg_standing": max((leg["knee_flexion_deg"] for leg in st), default=None),
+                "standing_over_45_deg": over(st)}
             a = agg["legs_out_of_frame"]
-            lines.append(f"\n{a['legs']} legs, {a['upright']} of an upright torso: max hip flexion "
-                         f"{_f(a['max_hip_flexion_deg_upright'])}, max knee flexion {_f(a['max_knee_flexion_deg_upright'])}, "
-                         f"{a['upright_over_45_deg']} over 45 deg")
+            lines.append(f"\n{a['legs']} legs, {a['upright']} of an upright torso ({a['upright_over_45_deg']} over 45 deg), "
+                         f"{a['standing']} of them standing (not seated): max hip flexion "
+                         f"{_f(a['max_hip_flexion_deg_standing'])}, max knee flexion {_f(a['max_knee_flexion_deg_standing'])}, "
+                         f"{a['standing_over_45_deg']} over 45 deg")
         else:
             lines.append("(none among the matched people)")
         lines.append("")

@@ -90,7 +90,7 @@ def summarize(rows: list[dict]) -> dict:
                "bodies_err_pct": round(float(np.mean(errs("bodies"))), 2) if errs("bodies") else None,
                "backend_err_pct": round(float(np.mean(errs("backend"))), 2) if errs("backend") else None,
                "bodies_unmatched": sum(len(r["score"]["bodies_unmatched"]) for r in two)}
-    legs = [leg for r in two for leg in r["score"]["legs_out_of_frame"] if leg.get("upright")]
+    legs = [leg for r in two for leg in r["score"]["legs_out_of_frame"] if leg.get("standing")]
     s["2d"]["standing_legs"] = len(legs)
     s["2d"]["standing_legs_over_45"] = sum(1 for leg in legs if max(abs(leg["hip_flexion_deg"] or 0),
                                                                    abs(leg["knee_flexion_deg"] or 0)) > 45)

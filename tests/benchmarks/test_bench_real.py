@@ -113,6 +113,14 @@ def test_legs_out_of_the_frame(bench):
     legs = bench.legs_out_of_frame(upper, hw)
     assert [leg["side"] for leg in legs] == ["left", "right"]
     assert all(leg["upright"] and not leg["knee_seen"] for leg in legs)
+    assert all(leg["standing"] and not leg["seated"] for leg in legs)
+    # knees labelled in the picture: a standing leg's lies well below its hip, a seated one's
+    # (a thigh towards the camera) just below it: upright, but not standing
+    low = {**upper, "left_knee": (320.0, 395.0), "right_knee": (280.0, 395.0)}  # 0.5 torso lengths
+    seated = {**upper, "left_knee": (325.0, 360.0), "right_knee": (275.0, 370.0)}  # 0.23, 0.31
+    assert [(leg["standing"], leg["seated"]) for leg in bench.legs_out_of_frame(low, hw)] == [(True, False)] * 2
+    legs = bench.legs_out_of_frame(seated, hw)
+    assert [(leg["upright"], leg["seated"], leg["standing"]) for leg in legs] == [(True, True, False)] * 2
     # the whole person in the picture: nothing cut off
     whole = {"left_shoulder": (330.0, 100.0), "right_shoulder": (270.0, 100.0),
              "left_hip": (320.0, 180.0), "right_hip": (280.0, 180.0), "left_knee": (320.0, 250.0),
@@ -258,7 +266,7 @@ def test_refit_summary_counts_each_person_once_and_the_fits_own_loss_of_2d():
         spec.loader.exec_module(refit)
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
-    leg = {"upright": True, "hip_flexion_deg": 50.0, "knee_flexion_deg": 10.0}
+    leg = {"upright": True, "seated": False, "standing": True, "hip_flexion_deg": 50.0, "knee_flexion_deg": 10.0}
     rows = [
         {"key": "mpi_inf_3dhp__TS1", "dataset": "mpi_inf_3dhp", "score": {"fit_pa_mm": 70.0, "input_pa_mm": 72.0, "fit_2d_pct": 4.0}},
         {"key": "mpi_inf_3dhp__S4", "dataset": "mpi_inf_3dhp", "score": {"input_pa_mm": 180.0, "fit_miss": "x"}},
@@ -266,7 +274,8 @@ def test_refit_summary_counts_each_person_once_and_the_fits_own_loss_of_2d():
             "labelled": 3, "bodies_recalled": 2, "backend_recalled": 2,
             "bodies_matches": [{"label": "a", "err_pct": 5.0}, {"label": "b", "err_pct": 7.0}],
             "backend_matches": [{"label": "a", "err_pct": 4.0}, {"label": "c", "err_pct": 2.0}],
-            "bodies_unmatched": [{"person": 3}], "legs_out_of_frame": [leg, {**leg, "upright": False}]}},
+            "bodies_unmatched": [{"person": 3}], "legs_out_of_frame": [leg, {**leg, "upright": False, "standing": False},
+                                                                    {**leg, "seated": True, "standing": False}]}},
         {"key": "humanart-art__x", "dataset": "humanart-art", "score": {
             "labelled": 1, "bodies_recalled": 0, "backend_recalled": 0, "bodies_matches": [], "backend_matches": [],
             "bodies_unmatched": [{"person": 1}], "legs_out_of_frame": []}},
