@@ -38,6 +38,7 @@ HIPS = (LIFT_JOINTS.index("right_hip"), LIFT_JOINTS.index("left_hip"))
 # The same joints with the body's sides exchanged (a mirrored view's rows).
 MIRROR = tuple(LIFT_JOINTS.index(n.replace("left", "@").replace("right", "left").replace("@", "right"))
                for n in LIFT_JOINTS)
+MIN_SPREAD_PX = 1.0  # joints spread over less than a pixel hold no pose
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which the weights were learned with
 
 
@@ -115,10 +116,10 @@ def load(path: Path = DATA) -> Lifter:
 
 def lift(xy: np.ndarray, intrinsics: np.ndarray, lifter: Lifter | None = None) -> np.ndarray | None:
     """[12,3] LIFT_JOINTS in the camera's axes, hips at 0, unit spread, from their pixels ``xy``
-    [12,2] (extrapolated ones too); None where any is not finite."""
+    [12,2] (extrapolated ones too); None where any is not finite or all lie within a pixel."""
     xy = np.asarray(xy, np.float64)
-    if xy.shape != (len(LIFT_JOINTS), 2) or not np.isfinite(xy).all():
-        return None
+    if xy.shape != (len(LIFT_JOINTS), 2) or not np.isfinite(xy).all() or np.ptp(xy, 0).max() < MIN_SPREAD_PX:
+        return None  # nothing to read a pose from (joints missing, or all on one pixel)
     uv, turn = centring_turn(xy, np.asarray(intrinsics, np.float64))
     out = (lifter or load())(normalize_2d(uv)[None])[0].astype(np.float64)
     return unit_spread(out @ turn)  # rows are vectors: v_cam = turn^T v_turned

@@ -149,6 +149,8 @@ def test_lift_refuses_missing_joints_and_blend_moves_half_way():
     bad = xy.copy()
     bad[3] = np.nan
     assert lifting.lift(bad, k) is None and lifting.lift(xy[:5], k) is None
+    assert lifting.lift(np.full((12, 2), 300.0), k) is None  # every joint on one pixel
+    assert lifting.lift(xy[[0] * 12] + np.random.default_rng(0).normal(0, 0.1, (12, 2)), k) is None
     world = cam - cam[list(lifting.HIPS)].mean(0)
     other = lifting.unit_spread(_seen(_standing(60.0), 20.0)[2]) * 0.3  # another pose, another size
     assert np.allclose(lifting.blend(world, other, 0.0), world)
