@@ -160,17 +160,10 @@ RESERVED = ("h36m", "ochuman")  # an independent check's data: never read here
 # --- scoring (pure numpy; tests/benchmarks/test_bench_real.py) -------------------------------
 def similarity_align(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """``pred`` [N,3] moved onto ``truth`` by the best rotation, translation and scale (Umeyama,
-    no reflection)."""
-    pred = np.asarray(pred, np.float64)
-    truth = np.asarray(truth, np.float64)
-    mp, mt = pred.mean(0), truth.mean(0)
-    p, t = pred - mp, truth - mt
-    u, s, vt = np.linalg.svd(p.T @ t)
-    d = np.ones(3)
-    d[2] = np.sign(np.linalg.det(u @ vt)) or 1.0
-    rot = u @ np.diag(d) @ vt  # p @ rot ~ t
-    scale = float((s * d).sum() / max((p ** 2).sum(), 1e-30))
-    return scale * p @ rot + mt
+    no reflection): the fit's own (inference_server/fit/lifting.py, numpy only), tested here too."""
+    from inference_server.fit.lifting import similarity_onto
+
+    return similarity_onto(np.asarray(pred, np.float64), np.asarray(truth, np.float64))
 
 
 def pa_mpjpe(pred, truth) -> float:
@@ -643,7 +636,9 @@ def read_outputs(photo: Photo, built: dict) -> dict:
                            "estimated": sorted(n for n, v in person["joints"].items()
                                                if v.get("estimated") and n in SCORED_NAMES),
                            "points": dict(zip(names, map(tuple, uv)))})
-    return {"bodies": bodies, "backend": backend, "image": image}
+    # the maps' camera in the photo's pixels
+    k_photo = None if k is None else np.diag([scale[0], scale[1], 1.0]) @ k
+    return {"bodies": bodies, "backend": backend, "image": image, "intrinsics": k_photo}
 
 
 # --- MediaPipe's world landmarks (the backend does not keep them) ------------------------------
@@ -686,6 +681,19 @@ def _on_person(points: dict, box, grow: float = 0.2) -> bool:
     return (x - grow * w <= c[0] <= x + (1 + grow) * w) and (y - grow * h <= c[1] <= y + (1 + grow) * h)
 
 
+def nearest(people: list[dict], label: Label) -> tuple[dict | None, float]:
+    """(the person of ``people`` whose 2D points lie nearest ``label``, their error), or (None, inf)."""
+    errs = [person_error(p["points"], label.points, label.size)[0] for p in people]
+    return (people[int(np.argmin(errs))], min(errs)) if people else (None, float("inf"))
+
+
+def backend_on_label(out: dict, label: Label) -> dict | None:
+    """The backend person nearest ``label`` in 2D, when they stand on it and the maps give their
+    own keypoints_3d (the fit's input), else None."""
+    near = nearest(out["backend"], label)[0]
+    return near if near is not None and "joints3d" in near and _on_person(near["points"], label.box) else None
+
+
 def score_3d(photo: Photo, out: dict, mp: WorldLandmarks | None) -> dict:
     """One labelled person per frame: the body nearest the label in 2D is scored when it stands
     on the person (its centre inside the labelled joints' box, grown by 20 %), whatever its 2D
@@ -693,11 +701,7 @@ def score_3d(photo: Photo, out: dict, mp: WorldLandmarks | None) -> dict:
     label = photo.labels[0]
     truth = photo.truth3d
     rec = {"bodies": len(out["bodies"]), "backend_people": len(out["backend"])}
-    best, best_err = None, float("inf")
-    for body in out["bodies"]:
-        e = person_error(body["points"], label.points, label.size)[0]
-        if e < best_err:
-            best, best_err = body, e
+    best, best_err = nearest(out["bodies"], label)
     rec["fit_2d_pct"] = _r(100 * best_err)
     if best is not None and _on_person(best["points"], label.box):
         pred = np.array([best["joints"][n] for n in LIMB_JOINTS])
@@ -707,13 +711,8 @@ def score_3d(photo: Photo, out: dict, mp: WorldLandmarks | None) -> dict:
                    fit_body=best["id"])
     else:
         rec["fit_miss"] = "no body built" if best is None else "no body on the person"
-    near, near_err = None, float("inf")
-    for person in out["backend"]:
-        e = person_error(person["points"], label.points, label.size)[0]
-        if e < near_err:
-            near, near_err = person, e
-    if near is not None and "joints3d" in near and _on_person(near["points"], label.box):
-        # the maps' own keypoints_3d of the backend person on the label: the fit's input
+    near = backend_on_label(out, label)
+    if near is not None:
         rec.update(input_pa_mm=_r(1000 * pa_mpjpe(near["joints3d"], truth)),
                    input_rr_mm=_r(1000 * root_relative_mpjpe(near["joints3d"], truth)))
     else:
@@ -946,7 +945,7 @@ def tables(results: list[dict]) -> tuple[str, dict]:
                              f"{_f(leg['hip_flexion_deg'])} | "
                              f"{_f(leg['knee_flexion_deg'])} | {', '.join(leg['estimated']) or '-'} |")
             up = [leg for _, leg in legs if leg["upright"]]
-            st = [leg for _, leg in legs if leg.get("standing", leg["upright"])]
+            st = [leg for _, leg in legs if leg["standing"]]
             over = lambda group: sum(abs(leg["hip_flexion_deg"]) > 45 or leg["knee_flexion_deg"] > 45  # noqa: E731
                                      for leg in group)
             agg["legs_out_of_frame"] = {

@@ -152,17 +152,11 @@ def check_maps(maps: Path, realdata: Path, lifter) -> list[dict]:
             if not files["maps"].is_file():
                 continue
             out = br.read_outputs(photo, {"files": files})
-            label = photo.labels[0]
-            near = min(out["backend"], default=None,
-                       key=lambda p: br.person_error(p["points"], label.points, label.size)[0])
-            if near is None or "joints3d" not in near or not br._on_person(near["points"], label.box):
+            near = br.backend_on_label(out, photo.labels[0])
+            if near is None:
                 continue
-            with np.load(files["maps"]) as m:
-                k = np.asarray(m["intrinsics"], np.float64)
-                hm, wm = m["image"].shape[:2]
-            k = np.diag([photo.hw[1] / wm, photo.hw[0] / hm, 1.0]) @ k  # the photo's pixels
             xy = np.array([near["points"].get(n, (np.nan, np.nan)) for n in lifting.LIFT_JOINTS])
-            lifted = lifting.lift(xy, k, lifter)
+            lifted = lifting.lift(xy, out["intrinsics"], lifter)
             if lifted is None:
                 continue
             both = lifting.blend(near["joints3d"], lifted, LIFT_SHARE)

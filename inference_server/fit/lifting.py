@@ -104,7 +104,8 @@ def read_arrays(path: Path = DATA) -> dict:
 def write_arrays(path: Path, arrays: dict) -> None:
     out = {}
     for k, v in arrays.items():
-        a = np.ascontiguousarray(np.asarray(v).astype(np.asarray(v).dtype.newbyteorder("<")))
+        a = np.asarray(v)
+        a = np.ascontiguousarray(a, a.dtype.newbyteorder("<"))
         out[k] = {"shape": list(a.shape), "dtype": a.dtype.str, "base64": base64.b64encode(a.tobytes()).decode()}
     Path(path).write_text(json.dumps(out, separators=(",", ":")), encoding="utf-8")
 
