@@ -288,7 +288,7 @@ def _read_npz(file, source: str) -> dict:
             file.seek(0)
             with np.load(file, allow_pickle=False) as npz:
                 return {key: npz[key] for key in npz.files}
-    except MapsError:
+    except (MapsError, MemoryError):  # out of memory is this machine's state, not a bad file
         raise
     except Exception as exc:  # zipfile/ValueError/OSError: all mean "not a maps file"
         raise MapsError(f"{source} is not a readable maps .npz file: {exc}") from exc

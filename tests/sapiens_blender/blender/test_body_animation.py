@@ -145,6 +145,9 @@ def test_two_people_each_get_their_body(fit_server, tmp_path):
     result = _animate(folder, fit_server, [tmp_path / "two.glb"], body_mode="minimal")
     animation = result.animation
     assert animation.source == "fitted body" and len(animation.tracks) == 2, animation.notes
+    # Every frame analysed and both people followed through all six (the baked frames below).
+    assert list(animation.frames) == list(range(6)), animation.notes
+    assert [list(t.frames) for t in animation.tracks] == [list(range(6))] * 2, animation.notes
     a, b = animation.tracks
     # Tracks whose best-seen frame is the same frame share one fit of it (one request, both people).
     assert (a.reference_maps is b.reference_maps) == (a.body.fit is b.body.fit)

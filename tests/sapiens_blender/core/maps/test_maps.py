@@ -54,6 +54,19 @@ def test_corrupt_file_is_a_clear_error(tmp_path):
         Maps.load(bad)
 
 
+def test_out_of_memory_is_not_called_a_corrupt_file(tmp_path, monkeypatch):
+    """A clip skips a frame whose maps file is unreadable: running out of memory while reading
+    a good file must stop with that error, not drop the frame as a bad file."""
+    path = make_maps().save(tmp_path / "good.npz")
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("simulated")
+
+    monkeypatch.setattr(np, "load", no_memory)
+    with pytest.raises(MemoryError):
+        Maps.load(path)
+
+
 def test_server_copy_of_goliath_data_matches():
     spec = importlib.util.spec_from_file_location("g2", REPO / "inference_server/processing/goliath.py")
     server = importlib.util.module_from_spec(spec)
