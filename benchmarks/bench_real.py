@@ -160,8 +160,8 @@ RESERVED = ("h36m", "ochuman")  # an independent check's data: never read here
 # --- scoring (pure numpy; tests/benchmarks/test_bench_real.py) -------------------------------
 def similarity_align(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """``pred`` [N,3] moved onto ``truth`` by the best rotation, translation and scale (Umeyama,
-    no reflection): the fit's own (inference_server/fit/lifting.py, numpy only), tested here too."""
-    from inference_server.fit.lifting import similarity_onto
+    no reflection): the fit's own (inference_server/fit/alignment.py), tested here too."""
+    from inference_server.fit.alignment import similarity_onto
 
     return similarity_onto(np.asarray(pred, np.float64), np.asarray(truth, np.float64))
 
@@ -687,6 +687,12 @@ def nearest(people: list[dict], label: Label) -> tuple[dict | None, float]:
     return (people[int(np.argmin(errs))], min(errs)) if people else (None, float("inf"))
 
 
+def legs_over_45(legs: list[dict]) -> int:
+    """How many of ``legs`` (legs_out_of_frame's, scored on a body) bend over 45 degrees at the
+    hip or the knee: the target's failures."""
+    return sum(max(abs(leg["hip_flexion_deg"] or 0.0), abs(leg["knee_flexion_deg"] or 0.0)) > 45 for leg in legs)
+
+
 def backend_on_label(out: dict, label: Label) -> dict | None:
     """The backend person nearest ``label`` in 2D, when they stand on it and the maps give their
     own keypoints_3d (the fit's input), else None."""
@@ -941,18 +947,16 @@ def tables(results: list[dict]) -> tuple[str, dict]:
                              f"({_f(leg['body_err_pct'])}) | "
                              f"{leg['side']} | {'yes' if leg['hip_seen'] else 'no'} | {'yes' if leg['knee_seen'] else 'no'} | "
                              f"{_f(leg['torso_lean_deg'])} | "
-                             f"{'yes' if leg['upright'] else 'no'} | {'yes' if leg.get('seated') else 'no'} | "
+                             f"{'yes' if leg['upright'] else 'no'} | {'yes' if leg['seated'] else 'no'} | "
                              f"{_f(leg['hip_flexion_deg'])} | "
                              f"{_f(leg['knee_flexion_deg'])} | {', '.join(leg['estimated']) or '-'} |")
             up = [leg for _, leg in legs if leg["upright"]]
             st = [leg for _, leg in legs if leg["standing"]]
-            over = lambda group: sum(abs(leg["hip_flexion_deg"]) > 45 or leg["knee_flexion_deg"] > 45  # noqa: E731
-                                     for leg in group)
             agg["legs_out_of_frame"] = {
-                "legs": len(legs), "upright": len(up), "upright_over_45_deg": over(up), "standing": len(st),
+                "legs": len(legs), "upright": len(up), "upright_over_45_deg": legs_over_45(up), "standing": len(st),
                 "max_hip_flexion_deg_standing": max((abs(leg["hip_flexion_deg"]) for leg in st), default=None),
                 "max_knee_flexion_deg_standing": max((leg["knee_flexion_deg"] for leg in st), default=None),
-                "standing_over_45_deg": over(st)}
+                "standing_over_45_deg": legs_over_45(st)}
             a = agg["legs_out_of_frame"]
             lines.append(f"\n{a['legs']} legs, {a['upright']} of an upright torso ({a['upright_over_45_deg']} over 45 deg), "
                          f"{a['standing']} of them standing (not seated): max hip flexion "

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_real import (_LOADERS_3D, SCORED_NAMES, built_name, data_root, load_2d_sets,  # noqa: E402
-                        project, read_outputs, score_2d, score_3d)
+from bench_real import (_LOADERS_3D, SCORED_NAMES, built_name, data_root, legs_over_45,  # noqa: E402
+                        load_2d_sets, project, read_outputs, score_2d, score_3d)
 
 MAPS_KEYS = ("image", "mask", "parts", "part_names", "intrinsics", "keypoints", "keypoints_3d", "depth", "metric")
 
@@ -92,8 +92,7 @@ def summarize(rows: list[dict]) -> dict:
                "bodies_unmatched": sum(len(r["score"]["bodies_unmatched"]) for r in two)}
     legs = [leg for r in two for leg in r["score"]["legs_out_of_frame"] if leg.get("standing")]
     s["2d"]["standing_legs"] = len(legs)
-    s["2d"]["standing_legs_over_45"] = sum(1 for leg in legs if max(abs(leg["hip_flexion_deg"] or 0),
-                                                                   abs(leg["knee_flexion_deg"] or 0)) > 45)
+    s["2d"]["standing_legs_over_45"] = legs_over_45(legs)
     # the bodies' error on the people both recall: the fit's own loss of 2D, person for person
     pairs = []
     for r in two:

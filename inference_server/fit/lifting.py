@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .alignment import rotation_between, similarity_onto
+
 DATA = Path(__file__).with_name("lifting.json")
 # The joints lifted, in this order (the inputs' and outputs' rows).
 LIFT_JOINTS = ("right_shoulder", "right_elbow", "right_wrist", "left_shoulder", "left_elbow",
@@ -59,12 +61,7 @@ def centring_turn(xy: np.ndarray, intrinsics: np.ndarray) -> tuple[np.ndarray, n
     """(uv [12,2] the joints seen by a camera turned to look at the hips' centre, turn [3,3] from
     the camera's axes to that camera's): the smallest rotation taking the hips' ray to +z."""
     rays = np.c_[np.asarray(xy, np.float64), np.ones(len(xy))] @ np.linalg.inv(intrinsics).T
-    c = rays[list(HIPS)].mean(0)
-    c = c / np.linalg.norm(c)
-    v = np.cross(c, [0.0, 0.0, 1.0])
-    s2, cos = float(v @ v), float(c[2])
-    vx = np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
-    turn = np.eye(3) + vx + vx @ vx * ((1.0 - cos) / s2) if s2 > 1e-12 else np.eye(3)
+    turn = rotation_between(rays[list(HIPS)].mean(0), np.array([0.0, 0.0, 1.0]))
     q = rays @ turn.T
     return q[:, :2] / q[:, 2:], turn
 
@@ -124,17 +121,6 @@ def lift(xy: np.ndarray, intrinsics: np.ndarray, lifter: Lifter | None = None) -
     uv, turn = centring_turn(xy, np.asarray(intrinsics, np.float64))
     out = (lifter or load())(normalize_2d(uv)[None])[0].astype(np.float64)
     return unit_spread(out @ turn)  # rows are vectors: v_cam = turn^T v_turned
-
-
-def similarity_onto(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """``src`` [N,3] moved onto ``dst`` by the best rotation, scale and shift (no reflection)."""
-    ms, md = src.mean(0), dst.mean(0)
-    p, t = src - ms, dst - md
-    u, s, vt = np.linalg.svd(p.T @ t)
-    d = np.ones(3)
-    d[2] = np.sign(np.linalg.det(u @ vt)) or 1.0
-    scale = float((s * d).sum() / max((p ** 2).sum(), 1e-30))
-    return scale * p @ (u @ np.diag(d) @ vt) + md
 
 
 def blend(world: np.ndarray, lifted: np.ndarray, share: float) -> np.ndarray:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from . import start
+from .alignment import rotation_between
 from .bones import BODY_BONES, BONE_EVIDENCE, BONE_PART, FINGER_BONES, LIMB_CHAINS, START_SIZES
 from .body_model import rotvec_to_matrix
 from .correspondences import JOINT_NAMES, is_finger
@@ -192,7 +193,7 @@ class PersonProblem:
                     if target is None:
                         continue
                     r64 = to_numpy64(r)
-                    turn = r64.T @ start.rotation_between(child - head, target - head) @ r64  # model frame
+                    turn = r64.T @ rotation_between(child - head, target - head) @ r64  # model frame
                     world = to_numpy64(sk.bone_poses[0, bone, :3, :3])
                     local = to_numpy64(rotvec_to_matrix(self.pose_free[free[bone]].detach().double()))
                     parent_part = world @ local.T

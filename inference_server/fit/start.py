@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .alignment import kabsch
 from .correspondences import JOINT_NAMES
 from .observations import BODY_CLASSES, PersonObservation
 
@@ -21,15 +22,6 @@ _TORSO = tuple(JOINT_NAMES.index(n) for n in ("left_shoulder", "right_shoulder",
 _LEFT, _RIGHT = JOINT_NAMES.index("left_shoulder"), JOINT_NAMES.index("right_shoulder")
 _HEAD_AND_SHOULDERS = tuple(JOINT_NAMES.index(n) for n in (
     "nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder"))
-
-
-def kabsch(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rotation R and translation t minimising |R src + t - dst| (rows are points)."""
-    cs, cd = src.mean(0), dst.mean(0)
-    u, _, vt = np.linalg.svd((src - cs).T @ (dst - cd))
-    d = np.sign(np.linalg.det(vt.T @ u.T))
-    r = vt.T @ np.diag([1, 1, d]) @ u.T
-    return r, cd - r @ cs
 
 
 def distance_from_size(obs: PersonObservation, rest: np.ndarray, use) -> float:
@@ -145,19 +137,6 @@ def best_size(obs: PersonObservation, candidates: np.ndarray, default: int, tole
     if abs(ratio[default]) < tolerance:
         return default
     return int(np.argmin(np.abs(ratio)))
-
-
-def rotation_between(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """The smallest rotation taking direction u to direction v (no twist about either)."""
-    u = u / max(np.linalg.norm(u), 1e-12)
-    v = v / max(np.linalg.norm(v), 1e-12)
-    axis = np.cross(u, v)
-    s, c = np.linalg.norm(axis), float(np.dot(u, v))
-    if s < 1e-9:
-        return np.eye(3)  # parallel (or exactly opposite: left to the solver)
-    k = axis / s
-    kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
-    return np.eye(3) + s * kx + (1 - c) * (kx @ kx)
 
 
 def lifted_point(obs: PersonObservation, joint: int) -> np.ndarray | None:

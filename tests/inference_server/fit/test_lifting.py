@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from inference_server.fit import lifting
+from inference_server.fit.alignment import similarity_onto
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
@@ -52,7 +53,7 @@ def _seen(xyz: np.ndarray, yaw_deg: float, at=(0.0, -0.2, 4.0), f: float = 1000.
 def _pa(pred, truth) -> float:
     """Mean joint distance after a similarity alignment, in units of ``truth``'s spread."""
     truth = lifting.unit_spread(truth)
-    return float(np.linalg.norm(lifting.similarity_onto(pred, truth) - truth, axis=1).mean())
+    return float(np.linalg.norm(similarity_onto(pred, truth) - truth, axis=1).mean())
 
 
 def test_the_numpy_network_is_the_torch_network_it_was_learned_as(tmp_path):
@@ -155,7 +156,7 @@ def test_lift_refuses_missing_joints_and_blend_moves_half_way():
     other = lifting.unit_spread(_seen(_standing(60.0), 20.0)[2]) * 0.3  # another pose, another size
     assert np.allclose(lifting.blend(world, other, 0.0), world)
     one = lifting.blend(world, other, 1.0)
-    assert np.allclose(one, lifting.similarity_onto(other, world))  # laid onto the world joints
+    assert np.allclose(one, similarity_onto(other, world))  # laid onto the world joints
     half = lifting.blend(world, other, 0.5)
     assert np.allclose(half, (world + one) / 2)
 
