@@ -172,3 +172,41 @@ def test_a_close_up_keeps_the_face_its_last_look_sees_with_the_shoulders_unsure(
     assert len(people) == 1
     assert people[0].face is not None and people[0].face.shape == (468, 2)
     assert people[0].pose[mpp.POSE["left_shoulder"], 3] == pytest.approx(0.8), "the body of the looks that placed them"
+
+
+def test_the_3d_pose_is_the_mean_of_looks_at_the_box_and_on_the_mirrored_photo(backend, astronaut, monkeypatch):
+    """The world landmarks (the fit's 3D cue) average the last look with WORLD_LOOKS: the box
+    scaled, and the photo mirrored, its landmarks mirrored back with the sides swapped. The
+    mirrored look must describe the same body: each seen joint nearer its own side's joint of the
+    direct look than the other side's (a look left mirrored, or with the sides unswapped, fails)."""
+    from inference_server.backends import mediapipe_people as mpp
+
+    photo = np.ascontiguousarray(cv2.resize(astronaut, (1024, 1024), interpolation=cv2.INTER_CUBIC))
+    monkeypatch.setattr(mpp, "WORLD_LOOKS", ())
+    [person] = mpp.detect_people(backend._process, backend._find, photo, 4)
+    direct = person.world.copy()
+    monkeypatch.setattr(mpp, "WORLD_LOOKS", ((True, 1.0),))
+    mpp._steady_world(backend._process, photo, np.ascontiguousarray(photo[:, ::-1]), person)
+    mirrored = 2 * person.world - direct  # the mean of the two looks
+    assert np.abs(mirrored - direct).max() > 1e-3, "the mirrored look was averaged in"
+    assert np.array_equal(person.pose[:, 2], person.world[:, 2])  # the pseudo-depth reads the mean
+    for side, other in (("left", "right"), ("right", "left")):
+        for joint in ("shoulder", "elbow", "wrist", "hip"):
+            j = mpp.POSE[f"{side}_{joint}"]
+            own = np.linalg.norm(mirrored[j] - direct[j])
+            swapped = np.linalg.norm(mirrored[j] - direct[mpp.POSE[f"{other}_{joint}"]])
+            assert own < swapped, (side, joint, own, swapped)
+
+
+def test_a_look_whose_torso_is_elsewhere_is_not_the_same_person():
+    """_same_torso decides which looks are averaged (2D and 3D): torsos within SAME_PERSON torso
+    sizes of each other, not beyond."""
+    from inference_server.backends import mediapipe_people as mpp
+
+    pose = np.zeros((33, 2), np.float32)
+    for name, xy in (("left_shoulder", (120, 100)), ("right_shoulder", (80, 100)),
+                     ("left_hip", (115, 200)), ("right_hip", (85, 200))):
+        pose[mpp.POSE[name]] = xy
+    torso = mpp.torso_size(pose)
+    assert mpp._same_torso(pose, pose + (0.9 * mpp.SAME_PERSON * torso, 0))
+    assert not mpp._same_torso(pose, pose + (1.1 * mpp.SAME_PERSON * torso, 0))
