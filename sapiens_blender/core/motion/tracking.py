@@ -4,7 +4,10 @@
 Each track predicts where its joints and box will be (constant velocity from its last two
 sightings, so two people crossing keep their headings). The cost of giving a detection to a
 track is the median 3D distance of their common joints (metres) plus ``box_weight`` x (1 - IoU)
-of the image boxes; pairs above ``gate`` are never matched. The assignment minimises the total
+of the image boxes; pairs above ``gate`` are never matched. Only joints measured in both the
+detection and the track's last sighting count when there are three: joints filled in (legs out
+of a close-up's frame, most of its 24) jump from frame to frame and carried one person's track
+past the gate. The assignment minimises the total
 cost (Hungarian method, numpy). A track unseen for more than ``max_missing`` frames ends; a
 detection nobody claims starts a new track.
 """
@@ -62,8 +65,9 @@ class Tracker:
         cost = np.full((len(alive), len(detections)), _BIG)
         for i, track in enumerate(alive):
             joints, box = track.predict(frame)
+            measured = track.detections[-1].estimated
             for j, det in enumerate(detections):
-                cost[i, j] = self.pair_cost(joints, box, det)
+                cost[i, j] = self.pair_cost(joints, box, det, None if measured is None else ~measured)
         rows, cols = assign(cost, self.gate)
         ids = [0] * len(detections)
         for r, c in zip(rows, cols):
@@ -79,10 +83,15 @@ class Tracker:
         self.active = alive
         return ids
 
-    def pair_cost(self, joints, box, det: Detection) -> float:
+    def pair_cost(self, joints, box, det: Detection, measured: np.ndarray | None = None) -> float:
+        """``measured``: which of the track's ``joints`` were measured (not filled in)."""
         common = np.isfinite(joints).all(1) & np.isfinite(det.joints).all(1)
         if common.sum() < 3:
             return _BIG
+        if measured is not None and det.estimated is not None:
+            both = common & measured & ~det.estimated
+            if both.sum() >= 3:
+                common = both
         dist = float(np.median(np.linalg.norm(joints[common] - det.joints[common], axis=1)))
         return dist + self.box_weight * (1.0 - box_iou(box, det.box))
 
