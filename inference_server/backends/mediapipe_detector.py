@@ -6,7 +6,7 @@ run on the whole photo and on overlapping tiles, all its detections kept.
 Holistic keeps only its detector's best person, and that detector sees the photo squeezed to
 224 x 224: people under ~1/4 of the photo's long side are too small for it (docs/design_notes.md:
 the Tasks multi-pose landmarker recalled 7-9 of 36 labelled people). Tiles of 1/2 and 1/4 of the
-long side show them at a size it knows. The graph is the wheel's own ``PoseDetectionCpu``
+long side show them at a size it knows, and tiles of 1/8 where a coarser tile hinted at someone. The graph is the wheel's own ``PoseDetectionCpu``
 subgraph written out, so its score threshold is ours; nothing is downloaded.
 
 A detection gives the hips' centre, a point on the circle holding the whole body, and the
@@ -25,7 +25,13 @@ import numpy as np
 # (mediapipe_people: a face found, or the torso and arms seen).
 SCORE_THRESHOLD = 0.3
 SURE_SCORE = 0.5
-TILE_FRACTIONS = (1.0, 0.5, 0.25)  # tile sides as fractions of the photo's long side
+TILE_FRACTIONS = (1.0, 0.5, 0.25, 0.125)  # tile sides as fractions of the photo's long side
+# The detector sees people by their faces: one ~1/8 of a 1024-px photo tall (a face of 12 px,
+# 10 px of its 224-px input in a quarter tile) scores 0.1-0.3 in the quarter tiles and 0.6-0.9
+# in a tile of 1/8 centred on them. The finest tiles run only where a coarser tile hinted at
+# someone (a detection from HINT_SCORE up, not sure): a blanket of them would double the search.
+HINTED_FRACTIONS = (0.125,)
+HINT_SCORE = 0.1
 MIN_TILE_SIDE = 96  # px; smaller tiles hold nothing the detector can see
 SAME_PERSON = 0.5  # hips and shoulders this close (x the body radius): one person seen twice
 BOX_SCALE = 1.25  # the landmark model's crop: the body circle's diameter x 1.25 (BlazePose)
@@ -90,9 +96,11 @@ node {
 """
 
 
-def _graph(threshold: float, low: float) -> str:
+def _graph(threshold: float, low: float, hint: float) -> str:
     return (_GRAPH + _DECODE % {"tag": "", "floor": threshold, "output": "detections"}
-            + _DECODE % {"tag": "_unsure", "floor": low, "output": "unsure_detections"})
+            + _DECODE % {"tag": "_unsure", "floor": low, "output": "unsure_detections"}
+            + _DECODE % {"tag": "_hint", "floor": hint, "output": "hint_detections"}
+            + 'output_stream: "hint_detections"\n')
 
 
 @dataclass
@@ -147,42 +155,70 @@ def merge(cands: list[Candidate]) -> list[Candidate]:
 
 class PoseDetector:
     """The wheel's BlazePose detector as a graph of our own (call it from one thread). One
-    inference, decoded twice: from ``threshold`` (sure) and from ``low``. Each set goes through
-    its own weighted NMS, so the sure boxes are what a lone ``threshold`` gives (unsure boxes
-    averaged in would move them); an unsure detection is one whose whole cluster is under it."""
+    inference, decoded three times: from ``threshold`` (sure), from ``low``, and from ``hint``
+    (only to say where a finer tile may find someone). Each set goes through its own weighted
+    NMS, so the sure boxes are what a lone ``threshold`` gives (unsure boxes averaged in would
+    move them); an unsure detection is one whose whole cluster is under it."""
 
-    def __init__(self, threshold: float = SURE_SCORE, low: float = SCORE_THRESHOLD):
+    def __init__(self, threshold: float = SURE_SCORE, low: float = SCORE_THRESHOLD, hint: float = HINT_SCORE):
         from mediapipe.python.solution_base import SolutionBase
 
-        self.threshold = float(threshold)
-        self._graph = SolutionBase(graph_config=_graph(self.threshold, float(low)))
+        self.threshold, self.low = float(threshold), float(low)
+        self._graph = SolutionBase(graph_config=_graph(self.threshold, self.low, float(hint)))
 
     def close(self) -> None:
         self._graph.close()
 
-    def detect(self, image: np.ndarray) -> list[Candidate]:
-        """Detections in one RGB uint8 image (its own pixels), sure ones first."""
+    def detect(self, image: np.ndarray, hints: list | None = None) -> list[Candidate]:
+        """Detections in one RGB uint8 image (its own pixels), sure ones first; ``hints`` gets
+        the weaker ones (from ``hint``, under ``low``)."""
         h, w = image.shape[:2]
         res = self._graph.process({"image": np.ascontiguousarray(image)})
-        out = []
-        for d in list(res.detections or []) + [d for d in res.unsure_detections or []
-                                               if d.score[0] < self.threshold]:
-            k = np.array([(p.x * w, p.y * h) for p in d.location_data.relative_keypoints], np.float64)
-            if len(k) < 3:
-                continue
-            out.append(Candidate(float(d.score[0]), k[0], float(np.linalg.norm(k[1] - k[0])), k[2], k[1]))
-        return out
+        out = [_candidate(d, w, h) for d in list(res.detections or []) + [
+            d for d in res.unsure_detections or [] if d.score[0] < self.threshold]]
+        if hints is not None:
+            hints += [_candidate(d, w, h) for d in res.hint_detections or [] if d.score[0] < self.low]
+        return [c for c in out if c is not None]
 
     def find_people(self, image: np.ndarray, cancel=None) -> list[Candidate]:
         """Every person in ``image``: detections on the photo and its tiles, merged."""
-        found = []
+        found: list[Candidate] = []
+        hints: list[Candidate] = []  # where someone may be: weak or unsure detections
         for x, y, t in tiles(image.shape[:2]):
             if cancel is not None:
                 cancel.check()
             if any(c.score >= SURE_SCORE and _covers(c, x, y, t) for c in found):
                 continue  # inside the crop of a person found at a coarser scale (an unsure one may be a ghost)
-            for c in self.detect(image[y:y + t, x:x + t]):
+            if t in _hinted_sides(image.shape[:2]) and not any(_hints_at(c, x, y, t) for c in hints):
+                continue  # the finest tiles only where a coarser one hinted at someone
+            weak: list[Candidate] = []
+            for c in self.detect(image[y:y + t, x:x + t], weak):
                 if c.radius > 2:
-                    found.append(Candidate(c.score, c.hips + (x, y), c.radius, c.shoulders + (x, y),
-                                           c.top + (x, y)))
+                    found.append(_moved(c, x, y))
+                    if c.score < SURE_SCORE:
+                        hints.append(found[-1])
+            hints += [_moved(c, x, y) for c in weak if c.radius > 2]
         return merge(found)
+
+
+def _moved(c: Candidate, x: int, y: int) -> Candidate:
+    """``c`` found in the tile at (x, y), in the photo's pixels."""
+    return Candidate(c.score, c.hips + (x, y), c.radius, c.shoulders + (x, y), c.top + (x, y))
+
+
+def _candidate(d, w: int, h: int) -> Candidate | None:
+    k = np.array([(p.x * w, p.y * h) for p in d.location_data.relative_keypoints], np.float64)
+    if len(k) < 3:
+        return None
+    return Candidate(float(d.score[0]), k[0], float(np.linalg.norm(k[1] - k[0])), k[2], k[1])
+
+
+def _hinted_sides(hw: tuple[int, int]) -> set[int]:
+    return {int(round(max(hw) * frac)) for frac in HINTED_FRACTIONS}
+
+
+def _hints_at(c: Candidate, x: int, y: int, t: int) -> bool:
+    """``c``'s shoulders lie in the middle half of the tile (the tiles overlap by half: every
+    point is in the middle half of one), where the tile holds the head of a person that size."""
+    q = t / 4
+    return x + q <= c.shoulders[0] <= x + t - q and y + q <= c.shoulders[1] <= y + t - q

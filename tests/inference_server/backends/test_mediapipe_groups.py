@@ -210,3 +210,50 @@ def test_a_look_whose_torso_is_elsewhere_is_not_the_same_person():
     torso = mpp.torso_size(pose)
     assert mpp._same_torso(pose, pose + (0.9 * mpp.SAME_PERSON * torso, 0))
     assert not mpp._same_torso(pose, pose + (1.1 * mpp.SAME_PERSON * torso, 0))
+
+
+def _tiles_run(detector, photo):
+    """(candidates, the tiles' sides the detector ran on) of ``find_people`` on ``photo``."""
+    sides = []
+    detect = detector.detect
+
+    def counting(image, hints=None):
+        sides.append(max(image.shape[:2]))
+        return detect(image, hints)
+
+    detector.detect = counting
+    try:
+        return detector.find_people(photo), sides
+    finally:
+        detector.detect = detect
+
+
+def test_the_finest_tiles_run_only_where_a_coarser_one_hinted_at_someone(astronaut, monkeypatch):
+    """Tiles of 1/8 of the photo show a person ~1/8 of it tall at a size the detector knows
+    (docs/offline_backend.md); run everywhere they would double the search. They run only where
+    a coarser tile saw a weak or unsure detection: none on an empty photo, a few around a small
+    person, where they see her surer than the coarser tiles do."""
+    from inference_server.backends import mediapipe_detector as mdet
+
+    empty = np.full((768, 1024, 3), 120, np.uint8)
+    finest = round(1024 * mdet.HINTED_FRACTIONS[0])
+    everywhere = sum(1 for t in mdet.tiles(empty.shape[:2]) if t[2] == finest)
+    photo = empty.copy()
+    photo[300:348, 430:478] = cv2.resize(astronaut, (48, 48), interpolation=cv2.INTER_AREA)
+
+    def best_on_her(found):
+        return max(c.score for c in found if 400 <= c.hips[0] <= 510 and 290 <= c.hips[1] <= 420)
+
+    detector = mdet.PoseDetector()
+    try:
+        found, sides = _tiles_run(detector, empty)
+        assert found == [] and finest not in sides
+        found, sides = _tiles_run(detector, photo)
+        assert 0 < sides.count(finest) < everywhere / 4, (sides.count(finest), everywhere)
+        with_finest = best_on_her(found)
+        monkeypatch.setattr(mdet, "TILE_FRACTIONS", mdet.TILE_FRACTIONS[:-1])
+        found, sides = _tiles_run(detector, photo)
+        assert finest not in sides
+        assert with_finest > best_on_her(found) + 0.05, (with_finest, best_on_her(found))
+    finally:
+        detector.close()
