@@ -6,8 +6,9 @@ run on the whole photo and on overlapping tiles, all its detections kept.
 Holistic keeps only its detector's best person, and that detector sees the photo squeezed to
 224 x 224: people under ~1/4 of the photo's long side are too small for it (docs/design_notes.md:
 the Tasks multi-pose landmarker recalled 7-9 of 36 labelled people). Tiles of 1/2 and 1/4 of the
-long side show them at a size it knows, and tiles of 1/8 where a coarser tile hinted at someone. The graph is the wheel's own ``PoseDetectionCpu``
-subgraph written out, so its score threshold is ours; nothing is downloaded.
+long side show them at a size it knows, and tiles of 1/8 where a coarser tile hinted at someone.
+The graph is the wheel's own ``PoseDetectionCpu`` subgraph written out, so its score threshold is
+ours; nothing is downloaded.
 
 A detection gives the hips' centre, a point on the circle holding the whole body, and the
 shoulders' centre (BlazePose's alignment keypoints); ``person_box`` turns it into the square

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from ..processing.goliath import PART_NAMES_SAPIENS2
+from ..processing.goliath import PART_NAMES_SAPIENS2, mirror_order
 from ..processing.intrinsics import default_intrinsics
 from ..processing.pseudo_depth import (
     distance_from_landmarks,
@@ -187,11 +187,7 @@ def _same_torso(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 # A landmark's partner on the other side (the mirrored photo's left wrist is the person's right).
-def _other_side(name: str) -> str:
-    return name.replace("left", "right") if "left" in name else name.replace("right", "left")
-
-
-_MIRROR = [POSE[_other_side(n)] for n in POSE]
+_MIRROR = list(mirror_order(POSE))
 
 
 def _steady_world(process, image: np.ndarray, mirrored: np.ndarray, person: Person) -> None:
@@ -227,9 +223,10 @@ def _average(person: Person, pose: np.ndarray) -> None:
     The refined box alone sees less: the astronaut's elbow behind her helmet has visibility
     0.52 at the detection's box, 0.34 at the refined one, 0.43 averaged (a joint under 0.3 is
     not measured); two looks also average out some noise (the backend's 2D error on the real
-    photos 4.8 -> 4.5 %). The world landmarks stay the refined look's (averaged too, the 3D
-    frames' fit was 143 mm, not 137; docs/body_fit.md). Looks whose torsos disagree (the
-    refinement moved to a neighbour) are not mixed."""
+    photos 4.8 -> 4.5 %). The world landmarks are not averaged with this first look's (the 3D
+    frames' fit was 143 mm, not 137, when tried; docs/body_fit.md) but over looks at the settled
+    box (_steady_world). Looks whose torsos disagree (the refinement moved to a neighbour) are not
+    mixed."""
     if not _same_torso(person.pose, pose):
         return
     person.pose[:, [0, 1, 3]] = 0.5 * (person.pose[:, [0, 1, 3]] + pose[:, [0, 1, 3]])

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..processing.goliath import mirror_order
 from .alignment import rotation_between, similarity_onto
 
 DATA = Path(__file__).with_name("lifting.json")
@@ -38,8 +39,7 @@ LIFT_JOINTS = ("right_shoulder", "right_elbow", "right_wrist", "left_shoulder", 
                "left_ankle")
 HIPS = (LIFT_JOINTS.index("right_hip"), LIFT_JOINTS.index("left_hip"))
 # The same joints with the body's sides exchanged (a mirrored view's rows).
-MIRROR = tuple(LIFT_JOINTS.index(n.replace("left", "@").replace("right", "left").replace("@", "right"))
-               for n in LIFT_JOINTS)
+MIRROR = mirror_order(LIFT_JOINTS)
 MIN_SPREAD_PX = 1.0  # joints spread over less than a pixel hold no pose
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which the weights were learned with
 

@@ -90,6 +90,14 @@ assert len(KEYPOINT_NAMES) == 308
 
 KEYPOINT_INDEX = {name: i for i, name in enumerate(KEYPOINT_NAMES)}
 
+def mirror_order(names) -> tuple[int, ...]:
+    """For each of ``names`` (``left_*`` / ``right_*`` style), the index of its partner on the
+    other side, itself where it has none: the rows of a mirrored view's joints."""
+    names = list(names)
+    other = [n.replace("left", "@").replace("right", "left").replace("@", "right") for n in names]
+    return tuple(names.index(o) if o in names else i for i, o in enumerate(other))
+
+
 # Left/right partners for flip augmentation (292 of the 308 keypoints have one).
 FLIP_PAIRS = (
     (1, 2), (3, 4), (5, 6), (7, 8), (9, 10), (11, 12),

@@ -7,9 +7,8 @@ track is the median 3D distance of their common joints (metres) plus ``box_weigh
 of the image boxes; pairs above ``gate`` are never matched. Only joints measured in both the
 detection and the track's last sighting count when there are three: joints filled in (legs out
 of a close-up's frame, most of its 24) jump from frame to frame and carried one person's track
-past the gate. The assignment minimises the total
-cost (Hungarian method, numpy). A track unseen for more than ``max_missing`` frames ends; a
-detection nobody claims starts a new track.
+past the gate. The assignment minimises the total cost (Hungarian method, numpy). A track
+unseen for more than ``max_missing`` frames ends; a detection nobody claims starts a new track.
 """
 
 from __future__ import annotations

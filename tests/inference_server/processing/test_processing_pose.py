@@ -197,3 +197,13 @@ def test_device_flip_back_equals_the_host_flip_back():
     hm = rng.random((2, 308, 8, 6)).astype(np.float32)
     assert np.array_equal(heatmaps.flip_back_torch(torch.from_numpy(hm), FLIP_PAIRS).numpy(),
                           heatmaps.flip_back(hm, FLIP_PAIRS))
+
+
+def test_mirror_order_pairs_left_with_right_and_keeps_the_middle():
+    from inference_server.processing.goliath import mirror_order
+
+    names = ("nose", "left_eye", "right_eye", "mouth_left", "mouth_right", "left_hip", "neck", "right_hip")
+    order = mirror_order(names)
+    assert order == (0, 2, 1, 4, 3, 7, 6, 5)
+    assert tuple(order[i] for i in order) == tuple(range(len(names)))  # mirroring twice is no change
+    assert mirror_order(("left_wrist",)) == (0,)  # no partner: itself
