@@ -187,24 +187,24 @@ def parse_options(parameters: dict) -> AnalyzeOptions:
         if not isinstance(side, int) or isinstance(side, bool) or not 16 <= side <= 16384:
             raise MessageError(f"parameter 'max_side' must be an integer in 16..16384, got {side!r}")
         opts.max_side = side
-    flip = parameters.get("flip_test")
-    if flip is not None:
-        if isinstance(flip, str) and flip.lower() in ("true", "false", "1", "0"):
-            flip = flip.lower() in ("true", "1")
-        if not isinstance(flip, bool):
-            raise MessageError(f"parameter 'flip_test' must be true or false, got {flip!r}")
-        opts.flip_test = flip
+    opts.flip_test = _flag(parameters, "flip_test", opts.flip_test)
+    opts.clip_frame = _flag(parameters, "clip_frame", opts.clip_frame)
     return opts
+
+
+def _flag(parameters: dict, name: str, default: bool) -> bool:
+    """A true/false request parameter (also "true"/"false"/"1"/"0")."""
+    value = parameters.get(name, default)
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        value = value.lower() in ("true", "1")
+    if not isinstance(value, bool):
+        raise MessageError(f"parameter '{name}' must be true or false, got {value!r}")
+    return value
 
 
 def parse_body_fit(parameters: dict) -> bool:
     """The parameter ``body_fit``: true runs the body fit on the maps in the same request."""
-    fit = parameters.get("body_fit", False)
-    if isinstance(fit, str) and fit.lower() in ("true", "false", "1", "0"):
-        fit = fit.lower() in ("true", "1")
-    if not isinstance(fit, bool):
-        raise MessageError(f"parameter 'body_fit' must be true or false, got {fit!r}")
-    return fit
+    return _flag(parameters, "body_fit", False)
 
 
 def model_metadata(name: str, slot: ModelSlot | None) -> dict:
@@ -226,7 +226,7 @@ def model_metadata(name: str, slot: ModelSlot | None) -> dict:
     meta = {"name": name, "versions": [slot.version if slot else "1"],
             "platform": "sapiens_blender", "inputs": MAP_INPUTS, "outputs": outputs,
             "parameters": {"tasks": ",".join(KNOWN_TASKS), "max_side": 1024,
-                           "flip_test": base.AnalyzeOptions().flip_test, "body_fit": False}}
+                           "flip_test": base.AnalyzeOptions().flip_test, "clip_frame": False, "body_fit": False}}
     if slot is not None and slot._backend is not None:
         meta["platform"] = slot._backend.platform
         try:  # via JSON with str() fallback: a torch.device or Path must not turn this into a 500

@@ -65,7 +65,8 @@ def server_analyzer(client, model: str, max_side: int | None = None,
         try:
             if frame.maps_path is not None:
                 return frame.load_maps()
-            return analyze_photo(client, frame.data, model, max_side=max_side, cancel_event=cancel_event)
+            return analyze_photo(client, frame.data, model, max_side=max_side, cancel_event=cancel_event,
+                                 clip_frame=True)
         except (MapsError, InvalidRequest) as exc:  # this frame's file, not the clip: go on without it
             raise FrameSkipped(str(exc)) from exc
     return analyze

@@ -43,6 +43,7 @@ def analyze_photo(
     poll_interval: float = 0.25,
     timeout: float | None = None,
     cancel_grace: float = 5.0,
+    clip_frame: bool = False,
 ) -> Maps:
     """Analyse one photo with ``model`` and return validated :class:`Maps` (no body: see
     ``body_calls.analyze`` for the analysis with the body fit in the same request).
@@ -50,16 +51,18 @@ def analyze_photo(
     ``progress`` is called from a poller thread (keep it cheap and thread-safe). Setting
     ``cancel_event`` cancels the request on the server and raises RequestCancelled; when the
     server has not answered ``cancel_grace`` seconds later (it lacks our cancel endpoint, or its
-    backend checks rarely) the request is abandoned client-side.
+    backend checks rarely) the request is abandoned client-side. ``clip_frame``: the photo is
+    one frame of a clip (parameter ``clip_frame``: the backend may skip averaging that smoothing
+    over the frames replaces).
     """
     return analyze_photo_and_body(client, photo, model, tasks, max_side, flip_test, progress, cancel_event,
-                                  request_id, poll_interval, timeout, cancel_grace)[0]
+                                  request_id, poll_interval, timeout, cancel_grace, clip_frame=clip_frame)[0]
 
 
 def analyze_photo_and_body(client: V2Client, photo, model: str, tasks=None, max_side=None, flip_test=None,
                            progress: ProgressCallback | None = None, cancel_event=None, request_id=None,
                            poll_interval: float = 0.25, timeout: float | None = None, cancel_grace: float = 5.0,
-                           body_fit: bool = False) -> tuple[Maps, dict | None]:
+                           body_fit: bool = False, clip_frame: bool = False) -> tuple[Maps, dict | None]:
     """:func:`analyze_photo`; with ``body_fit`` the server also fits the body to the maps it made,
     in the same request (parameter ``body_fit``): ``(maps, the fit's arrays)``, the arrays None
     when the server sent none (nobody in the photo, or a server that does not know the
@@ -74,6 +77,8 @@ def analyze_photo_and_body(client: V2Client, photo, model: str, tasks=None, max_
         parameters["flip_test"] = bool(flip_test)
     if body_fit:
         parameters["body_fit"] = True
+    if clip_frame:
+        parameters["clip_frame"] = True
     outputs = _infer_watched(client, model, {"image": data}, parameters or None, progress, cancel_event,
                              request_id, poll_interval, timeout, cancel_grace, "analysis")
     fit = {k: outputs.pop(k) for k in list(outputs) if k in FIT_OUTPUTS}

@@ -257,3 +257,16 @@ def test_the_finest_tiles_run_only_where_a_coarser_one_hinted_at_someone(astrona
         assert with_finest > best_on_her(found) + 0.05, (with_finest, best_on_her(found))
     finally:
         detector.close()
+
+
+def test_a_clip_frame_is_analysed_with_one_look_for_the_3d_pose(backend, astronaut, monkeypatch):
+    """AnalyzeOptions.clip_frame: the maps are those of the analysis without WORLD_LOOKS."""
+    from inference_server.backends import mediapipe_people as mpp
+
+    frame = backend.analyze(astronaut, AnalyzeOptions(clip_frame=True))
+    photo = backend.analyze(astronaut, AnalyzeOptions())
+    monkeypatch.setattr(mpp, "WORLD_LOOKS", ())
+    one_look = backend.analyze(astronaut, AnalyzeOptions())
+    assert np.array_equal(frame["keypoints_3d"], one_look["keypoints_3d"], equal_nan=True)
+    assert np.array_equal(frame["depth"], one_look["depth"], equal_nan=True)
+    assert not np.array_equal(photo["keypoints_3d"], one_look["keypoints_3d"], equal_nan=True)

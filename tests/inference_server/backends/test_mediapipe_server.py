@@ -32,3 +32,20 @@ def test_auto_says_which_model_and_why(server):
     assert facts["resolved"] == "mediapipe" and facts["reason"]
     assert maps.source == f"mediapipe-0.10.21 (auto: {facts['reason']})"
     assert maps.mask.shape == (256, 256) and maps.person_ids == [1]
+
+
+def test_a_clip_frame_takes_each_3d_pose_from_one_look(server):
+    """Parameter clip_frame (what animate sends for every frame): the offline backend skips the
+    six looks averaged into each person's 3D pose (the clip's smoothing replaces them); the body's
+    2D keypoints are the same either way (the hands' and face's move by a pixel from call to call)."""
+    from inference_server.backends.mediapipe_landmarks import POSE_TO_GOLIATH
+    from inference_server.processing.goliath import KEYPOINT_INDEX
+
+    with V2Client(f"http://{server.url}", server.token) as client:
+        photo = analyze_photo(client, sample_photo_path(), "mediapipe")
+        frame = analyze_photo(client, sample_photo_path(), "mediapipe", clip_frame=True)
+    body = [KEYPOINT_INDEX[g] for g in POSE_TO_GOLIATH.values()]
+    assert np.array_equal(photo.keypoints[:, body], frame.keypoints[:, body])
+    seen = np.isfinite(photo.keypoints_3d[..., 0]) & np.isfinite(frame.keypoints_3d[..., 0])
+    assert seen.sum() >= 12
+    assert np.abs(photo.keypoints_3d[..., :3][seen] - frame.keypoints_3d[..., :3][seen]).max() > 1e-3

@@ -103,12 +103,12 @@ def test_tiny_model_from_png_and_from_pixels_agree(server):
 def test_tiny_model_parameters(server):
     image = protocol.tensor("image", np.array([png_bytes(_photo(200, 150))], object), "BYTES")
     reply, out = server.infer(TINY_MODEL, [image], parameters={
-        "max_side": 100, "flip_test": True, "tasks": "seg", "binary_data_output": True})
+        "max_side": 100, "flip_test": True, "clip_frame": True, "tasks": "seg", "binary_data_output": True})
     assert reply.status == 200, reply.body
     check_maps(out, 100, 75)
     assert out["intrinsics"].binary
     for params, why in (({"max_side": 0}, "max_side"), ({"tasks": "seg,dance"}, "unknown task"),
-                        ({"flip_test": "maybe"}, "flip_test")):
+                        ({"flip_test": "maybe"}, "flip_test"), ({"clip_frame": 2}, "clip_frame")):
         reply, _ = server.infer(TINY_MODEL, [image], parameters=params)
         assert reply.status == 400 and why in reply.json()["error"]
 
