@@ -193,8 +193,10 @@ def parse_options(parameters: dict) -> AnalyzeOptions:
 
 
 def _flag(parameters: dict, name: str, default: bool) -> bool:
-    """A true/false request parameter (also "true"/"false"/"1"/"0")."""
-    value = parameters.get(name, default)
+    """A true/false request parameter (also "true"/"false"/"1"/"0"); absent or null: ``default``."""
+    value = parameters.get(name)
+    if value is None:
+        return default
     if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
         value = value.lower() in ("true", "1")
     if not isinstance(value, bool):
