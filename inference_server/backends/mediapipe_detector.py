@@ -178,19 +178,21 @@ class PoseDetector:
         out = [_candidate(d, w, h) for d in list(res.detections or []) + [
             d for d in res.unsure_detections or [] if d.score[0] < self.threshold]]
         if hints is not None:
-            hints += [_candidate(d, w, h) for d in res.hint_detections or [] if d.score[0] < self.low]
+            hints += [c for c in (_candidate(d, w, h) for d in res.hint_detections or [] if d.score[0] < self.low)
+                      if c is not None]
         return [c for c in out if c is not None]
 
     def find_people(self, image: np.ndarray, cancel=None) -> list[Candidate]:
         """Every person in ``image``: detections on the photo and its tiles, merged."""
         found: list[Candidate] = []
         hints: list[Candidate] = []  # where someone may be: weak or unsure detections
+        hinted = _hinted_sides(image.shape[:2])
         for x, y, t in tiles(image.shape[:2]):
             if cancel is not None:
                 cancel.check()
             if any(c.score >= SURE_SCORE and _covers(c, x, y, t) for c in found):
                 continue  # inside the crop of a person found at a coarser scale (an unsure one may be a ghost)
-            if t in _hinted_sides(image.shape[:2]) and not any(_hints_at(c, x, y, t) for c in hints):
+            if t in hinted and not any(_hints_at(c, x, y, t) for c in hints):
                 continue  # the finest tiles only where a coarser one hinted at someone
             weak: list[Candidate] = []
             for c in self.detect(image[y:y + t, x:x + t], weak):

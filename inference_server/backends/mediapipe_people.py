@@ -75,6 +75,11 @@ def _points(landmarks, w: int, h: int) -> np.ndarray | None:
     return np.array([(p.x * w, p.y * h) for p in landmarks.landmark], np.float32)
 
 
+def _world(landmarks) -> np.ndarray:
+    """[33,3] metric world landmarks (x right, y down, z away, hips at the origin)."""
+    return np.array([(p.x, p.y, p.z) for p in landmarks.landmark], np.float32)
+
+
 def _clean(mask: np.ndarray, keep_points: np.ndarray) -> np.ndarray:
     """Drop small mask pieces unless a visible landmark sits on them."""
     n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
@@ -165,7 +170,7 @@ def _person_at(process, image: np.ndarray, hips, top, refine: int, full: bool = 
         return None
     lm = res.pose_landmarks.landmark
     pose = np.array([(p.x * w, p.y * h, 0.0, p.visibility) for p in lm], np.float32)
-    world = np.array([(p.x, p.y, p.z) for p in res.pose_world_landmarks.landmark], np.float32)
+    world = _world(res.pose_world_landmarks)
     pose[:, 2] = world[:, 2]
     if shoulders and not _shoulders_seen(pose):
         return None  # a held helmet, a coat on a chair
@@ -207,8 +212,7 @@ def _steady_world(process, image: np.ndarray, mirrored: np.ndarray, person: Pers
             res = process(image, hips, end, False)
         if res.pose_landmarks is None or res.pose_world_landmarks is None:
             continue
-        pose = np.array([(p.x * w, p.y * h) for p in res.pose_landmarks.landmark], np.float32)
-        world = np.array([(p.x, p.y, p.z) for p in res.pose_world_landmarks.landmark], np.float32)
+        pose, world = _points(res.pose_landmarks, w, h), _world(res.pose_world_landmarks)
         if mirror:
             pose[:, 0] = w - pose[:, 0]
             world[:, 0] = -world[:, 0]
@@ -330,7 +334,7 @@ def analyze_photo(process, find, image: np.ndarray, options: AnalyzeOptions, max
 
     t0 = time.perf_counter()
     progress("detect", 0.1, "finding people (MediaPipe pose detector, then Holistic per person)")
-    # a clip's frame: its smoothing over frames replaces the looks (2.8 -> 4.9 frames/s)
+    # a clip's frame: its smoothing over frames replaces the looks (bench_animate 2.8 -> 4.2-4.9 frames/s)
     people = detect_people(process, find, image, max_people, cancel, world_looks=not options.clip_frame)
     timings["detect"] = time.perf_counter() - t0
     cancel.check()

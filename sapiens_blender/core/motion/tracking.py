@@ -64,9 +64,9 @@ class Tracker:
         cost = np.full((len(alive), len(detections)), _BIG)
         for i, track in enumerate(alive):
             joints, box = track.predict(frame)
-            measured = track.detections[-1].estimated
+            estimated = track.detections[-1].estimated
             for j, det in enumerate(detections):
-                cost[i, j] = self.pair_cost(joints, box, det, None if measured is None else ~measured)
+                cost[i, j] = self.pair_cost(joints, box, det, None if estimated is None else ~estimated)
         rows, cols = assign(cost, self.gate)
         ids = [0] * len(detections)
         for r, c in zip(rows, cols):
