@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -47,6 +48,12 @@ MASK_REACH = 0.8  # a person's mask ends this far (x torso size) from their seen
 # with the last look's: (on the mirrored photo, box scale). One look's 3D pose moves by 10 mm
 # and more with the box; the six looks' mean is 6 % nearer the real joints (docs/offline_backend.md).
 WORLD_LOOKS = ((False, 0.9), (False, 1.1), (True, 1.0), (True, 0.9), (True, 1.1))
+# People are found on the maps' grid (the detector's tiles and the keep rules are set there), but
+# their 3D pose is read on the photo itself, at up to this long side: a person 1/8 of a 2048-px
+# photo is a 256-px crop there, not a 128-px one upscaled (detect_people).
+LOOK_SIDE = 2048
+_LOOK_OUTPUTS = ("pose_landmarks", "pose_world_landmarks", "segmentation_mask", "auxiliary_landmarks",
+                 "left_hand_landmarks", "right_hand_landmarks", "face_landmarks")
 # Bones drawn to share contested mask pixels: arms, legs, the torso's outline, the head.
 BONES = tuple((POSE[a], POSE[b]) for a, b in (
     ("left_shoulder", "right_shoulder"), ("left_hip", "right_hip"), ("left_shoulder", "left_hip"),
@@ -96,13 +103,55 @@ def _clean(mask: np.ndarray, keep_points: np.ndarray) -> np.ndarray:
     return keep[labels]
 
 
+class Looks:
+    """The landmark models' looks at people placed on ``image`` (the maps' grid): ``look(hips,
+    top, full, mirror)`` answers in that grid's terms (landmarks are relative to the image, the
+    segmentation is resized to the grid). Where the ``photo`` the grid was shrunk from is larger,
+    the models look at it (at most LOOK_SIDE long), so a small person keeps their own pixels;
+    ``mirror``: at the photo flipped left to right (the box given unflipped)."""
+
+    def __init__(self, process, image: np.ndarray, photo: np.ndarray | None = None):
+        self.process, self.hw = process, image.shape[:2]
+        h, w = self.hw
+        source = image if photo is None or max(photo.shape[:2]) <= max(h, w) else photo
+        if max(source.shape[:2]) > LOOK_SIDE:
+            s = LOOK_SIDE / max(source.shape[:2])
+            size = (max(1, round(source.shape[1] * s)), max(1, round(source.shape[0] * s)))
+            source = cv2.resize(source, size, interpolation=cv2.INTER_AREA)
+        self.source = np.ascontiguousarray(source)
+        self.larger = self.source.shape[:2] != (h, w)
+        self.factor = np.array([self.source.shape[1] / w, self.source.shape[0] / h])
+        self._mirrored = None
+
+    def __call__(self, hips, top, full: bool = False, mirror: bool = False):
+        hips, top = np.asarray(hips, np.float64), np.asarray(top, np.float64)
+        image = self.source
+        if mirror:
+            if self._mirrored is None:
+                self._mirrored = np.ascontiguousarray(self.source[:, ::-1])
+            image, w = self._mirrored, self.hw[1]
+            hips, top = np.array([w - hips[0], hips[1]]), np.array([w - top[0], top[1]])
+        res = self.process(image, hips * self.factor, top * self.factor, full)
+        if not self.larger or res.segmentation_mask is None:
+            return res
+        res = SimpleNamespace(**{n: getattr(res, n, None) for n in _LOOK_OUTPUTS})
+        h, w = self.hw
+        res.segmentation_mask = cv2.resize(np.asarray(res.segmentation_mask, np.float32), (w, h),
+                                           interpolation=cv2.INTER_AREA)
+        return res
+
+
 def detect_people(process, find, image: np.ndarray, max_people: int,
-                  cancel: CancelToken | None = None, world_looks: bool = True) -> list[Person]:
+                  cancel: CancelToken | None = None, world_looks: bool = True,
+                  photo: np.ndarray | None = None) -> list[Person]:
     """People in ``image``, largest first: ``find`` gives the detector's candidates
     (mediapipe_detector), ``process(image, hips, top, full)`` Holistic's landmarks at one
     (mediapipe_landmarker; ``full`` False: the pose alone, to place people cheaply).
-    ``world_looks`` False: each 3D pose is the last look's alone, not WORLD_LOOKS' mean."""
+    ``world_looks`` False: each 3D pose is the last look's alone, not WORLD_LOOKS' mean, else
+    that mean, read on ``photo`` where it is larger than ``image`` (the photo ``image`` was
+    shrunk from; Looks)."""
     h, w = image.shape[:2]
+    look = Looks(process, image)
     people: list[Person] = []
     seg: list[np.ndarray] = []
     for cand in find(image, cancel):
@@ -110,7 +159,7 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
             cancel.check()
         if on_a_bigger_one(cand, people, seg):
             continue  # part of someone already placed, seen through a small tile
-        got = _person_at(process, image, cand.hips, cand.top, REFINE_PASSES)
+        got = _person_at(look, cand.hips, cand.top, REFINE_PASSES)
         if got is None or any(same_person(got[0], p) for p in people):
             continue
         got[0].score = cand.score
@@ -121,7 +170,7 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
     # Hands and face once per person, at their settled box (the last of the refining looks);
     # the body is the mean of that look and the first, at the detection's box (see _average).
     for k, person in enumerate(people):
-        full = _person_at(process, image, *person.roi, 0, full=True, shoulders=False)
+        full = _person_at(look, *person.roi, 0, full=True, shoulders=False)
         if full is not None and not _shoulders_seen(full[0].pose):
             # this look sees the shoulders under the threshold that the pose-only looks placing the
             # person passed (a head-and-shoulders close-up): only its face is taken
@@ -134,11 +183,13 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
     keep = keep_people(people, seg)
     people, seg = [people[k] for k in keep], [seg[k] for k in keep]
     if people and WORLD_LOOKS and world_looks:
-        mirrored = np.ascontiguousarray(image[:, ::-1])
+        # who is a person is decided on the grid, where the keep rules were set (looked at on the
+        # larger photo, studio lights became people); their 3D pose is read on the photo
+        look = Looks(process, image, photo)
         for person in people:
             if cancel is not None:
                 cancel.check()
-            _steady_world(process, image, mirrored, person)
+            _steady_world(look, person)
     _share_masks(people, seg, (h, w))
     people = [p for p in people if p.mask.sum() >= MIN_PERSON_AREA * h * w]
     return sorted(people, key=lambda p: -int(p.mask.sum()))
@@ -148,20 +199,20 @@ def _shoulders_seen(pose: np.ndarray) -> bool:
     return bool(pose[[POSE["left_shoulder"], POSE["right_shoulder"]], 3].min() >= MIN_SHOULDER_VISIBILITY)
 
 
-def _person_at(process, image: np.ndarray, hips, top, refine: int, full: bool = False, shoulders: bool = True):
+def _person_at(look: Looks, hips, top, refine: int, full: bool = False, shoulders: bool = True):
     """(Person, segmentation [H,W] bool) at the box of ``hips`` and ``top`` (a detection's), or
     None when the landmark model finds nobody there, or (``shoulders``) someone without
     shoulders (an object).
     The landmarks' own box (their auxiliary hips and body-circle points) is looked at ``refine``
     more times, as MediaPipe does from frame to frame: candidates of one person from different
     tiles settle on one answer. ``Person.roi`` is the last answer's box."""
-    h, w = image.shape[:2]
-    res = first = process(image, hips, top, full)
+    h, w = look.hw
+    res = first = look(hips, top, full)
     for _ in range(refine):
         if res.auxiliary_landmarks is None:
             break
         aux = [(p.x * w, p.y * h) for p in res.auxiliary_landmarks.landmark[:2]]
-        again = process(image, aux[0], aux[1], full)
+        again = look(aux[0], aux[1], full)
         if again.pose_landmarks is None:
             break
         res = again
@@ -196,20 +247,19 @@ def _same_torso(a: np.ndarray, b: np.ndarray) -> bool:
 _MIRROR = list(mirror_order(POSE))
 
 
-def _steady_world(process, image: np.ndarray, mirrored: np.ndarray, person: Person) -> None:
+def _steady_world(look: Looks, person: Person) -> None:
     """``person.world``: the mean of the world landmarks of the last look and of WORLD_LOOKS at
     the person's settled box (the box scaled, and the photo mirrored: the landmarks mirrored
     back, sides swapped). The 2D landmarks stay the two looks' mean (_average): averaged over
-    these looks too, they were further from the labels (4.7 -> 5.0 %)."""
-    h, w = image.shape[:2]
+    these looks too, they were further from the labels (4.7 -> 5.0 %). Where ``look`` sees a
+    photo larger than the grid, the last look is taken again there, at the same box: the 3D pose
+    of a small person is read on their own pixels (the scored 3D frames' input 95.6 -> 93.8 mm,
+    docs/offline_backend.md)."""
+    h, w = look.hw
     hips, top = (np.asarray(p, np.float64) for p in person.roi)
-    worlds = [person.world]
-    for mirror, scale in WORLD_LOOKS:
-        end = hips + scale * (top - hips)
-        if mirror:
-            res = process(mirrored, (w - hips[0], hips[1]), (w - end[0], end[1]), False)
-        else:
-            res = process(image, hips, end, False)
+    worlds = [] if look.larger else [person.world]
+    for mirror, scale in ((False, 1.0),) * look.larger + WORLD_LOOKS:
+        res = look(hips, hips + scale * (top - hips), False, mirror)
         if res.pose_landmarks is None or res.pose_world_landmarks is None:
             continue
         pose, world = _points(res.pose_landmarks, w, h), _world(res.pose_world_landmarks)
@@ -219,7 +269,8 @@ def _steady_world(process, image: np.ndarray, mirrored: np.ndarray, person: Pers
             pose, world = pose[_MIRROR], world[_MIRROR]
         if _same_torso(person.pose, pose):
             worlds.append(world)
-    person.world = np.mean(worlds, axis=0).astype(np.float32)
+    if worlds:
+        person.world = np.mean(worlds, axis=0).astype(np.float32)
     person.pose[:, 2] = person.world[:, 2]
 
 
@@ -323,6 +374,7 @@ def analyze_photo(process, find, image: np.ndarray, options: AnalyzeOptions, max
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     h0, w0 = image.shape[:2]
+    photo = image
     if options.max_side > 0 and max(h0, w0) > options.max_side:
         s = options.max_side / max(h0, w0)
         size = (max(1, round(w0 * s)), max(1, round(h0 * s)))
@@ -335,7 +387,8 @@ def analyze_photo(process, find, image: np.ndarray, options: AnalyzeOptions, max
     t0 = time.perf_counter()
     progress("detect", 0.1, "finding people (MediaPipe pose detector, then Holistic per person)")
     # a clip's frame: its smoothing over frames replaces the looks (bench_animate 2.8 -> 4.2-4.9 frames/s)
-    people = detect_people(process, find, image, max_people, cancel, world_looks=not options.clip_frame)
+    people = detect_people(process, find, image, max_people, cancel, world_looks=not options.clip_frame,
+                           photo=photo)
     timings["detect"] = time.perf_counter() - t0
     cancel.check()
 

@@ -186,7 +186,7 @@ def test_the_3d_pose_is_the_mean_of_looks_at_the_box_and_on_the_mirrored_photo(b
     [person] = mpp.detect_people(backend._process, backend._find, photo, 4)
     direct = person.world.copy()
     monkeypatch.setattr(mpp, "WORLD_LOOKS", ((True, 1.0),))
-    mpp._steady_world(backend._process, photo, np.ascontiguousarray(photo[:, ::-1]), person)
+    mpp._steady_world(mpp.Looks(backend._process, photo), person)
     mirrored = 2 * person.world - direct  # the mean of the two looks
     assert np.abs(mirrored - direct).max() > 1e-3, "the mirrored look was averaged in"
     assert np.array_equal(person.pose[:, 2], person.world[:, 2])  # the pseudo-depth reads the mean
@@ -270,3 +270,46 @@ def test_a_clip_frame_is_analysed_with_one_look_for_the_3d_pose(backend, astrona
     assert np.array_equal(frame["keypoints_3d"], one_look["keypoints_3d"], equal_nan=True)
     assert np.array_equal(frame["depth"], one_look["depth"], equal_nan=True)
     assert not np.array_equal(photo["keypoints_3d"], one_look["keypoints_3d"], equal_nan=True)
+
+
+def test_looks_on_a_larger_photo_answer_on_the_grid(backend, astronaut):
+    """Looks: the landmark models look at the photo the grid was shrunk from, and answer in the
+    grid's pixels: the same person lands where the grid's own look places her (within a few grid
+    pixels), the segmentation comes back at the grid's size, and a mirrored look is mirrored back
+    onto her. A box left in the grid's pixels, or mirrored about the photo's width, lands
+    elsewhere."""
+    from inference_server.backends import mediapipe_people as mpp
+
+    photo = np.full((1600, 2048, 3), 110, np.uint8)
+    photo[500:900, 1200:1600] = cv2.resize(astronaut, (400, 400), interpolation=cv2.INTER_AREA)
+    grid = cv2.resize(photo, (1024, 800), interpolation=cv2.INTER_AREA)
+    on_grid, on_photo = mpp.Looks(backend._process, grid), mpp.Looks(backend._process, grid, photo)
+    assert not on_grid.larger and on_photo.larger
+    [person] = mpp.detect_people(backend._process, backend._find, grid, 4, world_looks=False)
+    hips, top = person.roi
+    seen = person.pose[:, 3] >= 0.5
+    for mirror in (False, True):
+        a, b = on_grid(hips, top, False, mirror), on_photo(hips, top, False, mirror)
+        assert b.segmentation_mask.shape == (800, 1024)
+        pa, pb = (mpp._points(r.pose_landmarks, 1024, 800) for r in (a, b))
+        if mirror:
+            pa, pb = (np.stack([1024 - p[:, 0], p[:, 1]], 1)[mpp._MIRROR] for p in (pa, pb))
+        assert np.median(np.linalg.norm(pb - pa, axis=1)[seen]) < 4.0
+        assert np.median(np.linalg.norm(pb - person.pose[:, :2], axis=1)[seen]) < 6.0
+
+
+def test_people_are_chosen_on_the_grid_and_their_3d_pose_read_on_the_photo(backend, astronaut):
+    """A photo larger than the maps: the people and their 2D keypoints are those of the photo
+    shrunk to the maps (the keep rules are set at that size), only the 3D pose is read on the
+    photo's own pixels (a clip frame's is not)."""
+    photo = np.full((1536, 2048, 3), 110, np.uint8)
+    for x in (300, 1300):
+        photo[600:1000, x:x + 400] = cv2.resize(astronaut, (400, 400), interpolation=cv2.INTER_AREA)
+    grid = cv2.resize(photo, (1024, 768), interpolation=cv2.INTER_AREA)
+    big, small = backend.analyze(photo, AnalyzeOptions()), backend.analyze(grid, AnalyzeOptions())
+    assert big["keypoints"].shape[0] == small["keypoints"].shape[0] == 2
+    assert np.array_equal(big["keypoints"], small["keypoints"])
+    assert not np.array_equal(big["keypoints_3d"], small["keypoints_3d"], equal_nan=True)
+    frame_big = backend.analyze(photo, AnalyzeOptions(clip_frame=True))
+    frame_small = backend.analyze(grid, AnalyzeOptions(clip_frame=True))
+    assert np.array_equal(frame_big["keypoints_3d"], frame_small["keypoints_3d"], equal_nan=True)
