@@ -33,6 +33,7 @@ class PersonProblem:
     def __init__(self, fitter, obs: PersonObservation):  # fitter: solver.BodyFitter
         self.f, self.obs = fitter, obs
         self.wt = fitter.settings.weights
+        self.polishing = False  # in the fit's last stage (solver.BodyFitter._polish)
         dt = fitter.settings.dtype
         self.dt, self.dev = dt, fitter.device
         var = lambda *shape: torch.zeros(shape, dtype=dt, device=self.dev, requires_grad=True)  # noqa: E731

@@ -152,8 +152,9 @@ class GroupTerms:
         # With the backend's own 3D pose (the offline backend) the dense cues are made from that
         # same pose (pseudo-depth), so the keypoints are the best-measured cue there: weighed
         # up, the bodies' 2D error on real photos fell 6.5 -> 6.1 % (docs/body_fit.md).
-        self.keypoint_w = real([self.wt.get("keypoints_with_world", 1.0) if o.world is not None else 1.0
-                                for o in obs])
+        # In the last stage (solver.FitSettings.polish_steps) they weigh more again.
+        self.keypoint_w = real([self.wt.get("keypoints_polish" if p.polishing else "keypoints_with_world", 1.0)
+                                if p.obs.world is not None else 1.0 for p in problems])
         # The backend's own 3D pose, as bone directions (none from Sapiens: its pointmap is 3D).
         self.any_world = any(o.world is not None for o in obs) and self.wt.get("world", 0) > 0
         if self.any_world:
