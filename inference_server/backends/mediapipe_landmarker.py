@@ -7,11 +7,13 @@ Holistic re-detects inside whatever it is given and keeps the best person: in a 
 of several people it often lands on a neighbour, and it misses people cut by the photo's edge.
 Given the box, the landmark model looks exactly there (turned as the detector says the body is);
 it reports nobody when its presence score is low. Same models, same settings (complexity 1,
-segmentation on, face refinement off), nothing downloaded.
+segmentation on, face refinement off), nothing downloaded. ``Looks`` takes these looks on
+the maps' grid, or on the larger photo the grid was shrunk from, answering in the grid's pixels.
 """
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 _GRAPH = r"""
@@ -50,6 +52,11 @@ node { calculator: "FaceLandmarksFromPoseCpu" input_stream: "IMAGE:image"
 """
 POSE_OUTPUTS = ["pose_landmarks", "pose_world_landmarks", "segmentation_mask", "auxiliary_landmarks"]
 HANDS_AND_FACE_OUTPUTS = ["left_hand_landmarks", "right_hand_landmarks", "face_landmarks"]
+
+# People are found on the maps' grid (the detector's tiles and the keep rules are set there), but
+# their 3D pose is read on the photo itself, at up to this long side: a person 1/8 of a 2048-px
+# photo is a 256-px crop there, not a 128-px one upscaled (mediapipe_people.detect_people).
+LOOK_SIDE = 2048
 
 
 class PersonLandmarker:
@@ -94,3 +101,41 @@ def _with_none(res, names):
     from types import SimpleNamespace
 
     return SimpleNamespace(**{n: getattr(res, n, None) for n in POSE_OUTPUTS + list(names)})
+
+
+class Looks:
+    """The landmark models' looks at people placed on ``image`` (the maps' grid): ``look(hips,
+    top, full, mirror)`` answers in that grid's terms (landmarks are relative to the image, the
+    segmentation is resized to the grid). Where the ``photo`` the grid was shrunk from is larger,
+    the models look at it (at most LOOK_SIDE long), so a small person keeps their own pixels;
+    ``mirror``: at the photo flipped left to right (the box given unflipped)."""
+
+    def __init__(self, process, image: np.ndarray, photo: np.ndarray | None = None):
+        self.process, self.hw = process, image.shape[:2]
+        h, w = self.hw
+        source = image if photo is None or max(photo.shape[:2]) <= max(h, w) else photo
+        if max(source.shape[:2]) > LOOK_SIDE:
+            s = LOOK_SIDE / max(source.shape[:2])
+            size = (max(1, round(source.shape[1] * s)), max(1, round(source.shape[0] * s)))
+            source = cv2.resize(source, size, interpolation=cv2.INTER_AREA)
+        self.source = np.ascontiguousarray(source)
+        self.larger = self.source.shape[:2] != (h, w)
+        self.factor = np.array([self.source.shape[1] / w, self.source.shape[0] / h])
+        self._mirrored = None
+
+    def __call__(self, hips, top, full: bool = False, mirror: bool = False):
+        hips, top = np.asarray(hips, np.float64), np.asarray(top, np.float64)
+        image = self.source
+        if mirror:
+            if self._mirrored is None:
+                self._mirrored = np.ascontiguousarray(self.source[:, ::-1])
+            image, w = self._mirrored, self.hw[1]
+            hips, top = np.array([w - hips[0], hips[1]]), np.array([w - top[0], top[1]])
+        res = self.process(image, hips * self.factor, top * self.factor, full)
+        if not self.larger or res.segmentation_mask is None:
+            return res
+        res = _with_none(res, HANDS_AND_FACE_OUTPUTS)  # a copy whose mask can be replaced
+        h, w = self.hw
+        res.segmentation_mask = cv2.resize(np.asarray(res.segmentation_mask, np.float32), (w, h),
+                                           interpolation=cv2.INTER_AREA)
+        return res

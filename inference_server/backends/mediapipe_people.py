@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -31,6 +30,7 @@ from ..processing.pseudo_depth import (
 )
 from ..dataplane.base import AnalyzeOptions, CancelToken, ProgressFn
 from .mediapipe_ghosts import SAME_PERSON, keep_people, on_a_bigger_one, same_person, torso_size
+from .mediapipe_landmarker import Looks
 from .mediapipe_landmarks import POSE, to_goliath, to_goliath_3d
 from .mediapipe_parts import parts_and_depth
 
@@ -48,12 +48,6 @@ MASK_REACH = 0.8  # a person's mask ends this far (x torso size) from their seen
 # with the last look's: (on the mirrored photo, box scale). One look's 3D pose moves by 10 mm
 # and more with the box; the six looks' mean is 6 % nearer the real joints (docs/offline_backend.md).
 WORLD_LOOKS = ((False, 0.9), (False, 1.1), (True, 1.0), (True, 0.9), (True, 1.1))
-# People are found on the maps' grid (the detector's tiles and the keep rules are set there), but
-# their 3D pose is read on the photo itself, at up to this long side: a person 1/8 of a 2048-px
-# photo is a 256-px crop there, not a 128-px one upscaled (detect_people).
-LOOK_SIDE = 2048
-_LOOK_OUTPUTS = ("pose_landmarks", "pose_world_landmarks", "segmentation_mask", "auxiliary_landmarks",
-                 "left_hand_landmarks", "right_hand_landmarks", "face_landmarks")
 # Bones drawn to share contested mask pixels: arms, legs, the torso's outline, the head.
 BONES = tuple((POSE[a], POSE[b]) for a, b in (
     ("left_shoulder", "right_shoulder"), ("left_hip", "right_hip"), ("left_shoulder", "left_hip"),
@@ -101,44 +95,6 @@ def _clean(mask: np.ndarray, keep_points: np.ndarray) -> np.ndarray:
     keep[labels[pts[inside, 1], pts[inside, 0]]] = True
     keep[0] = False
     return keep[labels]
-
-
-class Looks:
-    """The landmark models' looks at people placed on ``image`` (the maps' grid): ``look(hips,
-    top, full, mirror)`` answers in that grid's terms (landmarks are relative to the image, the
-    segmentation is resized to the grid). Where the ``photo`` the grid was shrunk from is larger,
-    the models look at it (at most LOOK_SIDE long), so a small person keeps their own pixels;
-    ``mirror``: at the photo flipped left to right (the box given unflipped)."""
-
-    def __init__(self, process, image: np.ndarray, photo: np.ndarray | None = None):
-        self.process, self.hw = process, image.shape[:2]
-        h, w = self.hw
-        source = image if photo is None or max(photo.shape[:2]) <= max(h, w) else photo
-        if max(source.shape[:2]) > LOOK_SIDE:
-            s = LOOK_SIDE / max(source.shape[:2])
-            size = (max(1, round(source.shape[1] * s)), max(1, round(source.shape[0] * s)))
-            source = cv2.resize(source, size, interpolation=cv2.INTER_AREA)
-        self.source = np.ascontiguousarray(source)
-        self.larger = self.source.shape[:2] != (h, w)
-        self.factor = np.array([self.source.shape[1] / w, self.source.shape[0] / h])
-        self._mirrored = None
-
-    def __call__(self, hips, top, full: bool = False, mirror: bool = False):
-        hips, top = np.asarray(hips, np.float64), np.asarray(top, np.float64)
-        image = self.source
-        if mirror:
-            if self._mirrored is None:
-                self._mirrored = np.ascontiguousarray(self.source[:, ::-1])
-            image, w = self._mirrored, self.hw[1]
-            hips, top = np.array([w - hips[0], hips[1]]), np.array([w - top[0], top[1]])
-        res = self.process(image, hips * self.factor, top * self.factor, full)
-        if not self.larger or res.segmentation_mask is None:
-            return res
-        res = SimpleNamespace(**{n: getattr(res, n, None) for n in _LOOK_OUTPUTS})
-        h, w = self.hw
-        res.segmentation_mask = cv2.resize(np.asarray(res.segmentation_mask, np.float32), (w, h),
-                                           interpolation=cv2.INTER_AREA)
-        return res
 
 
 def detect_people(process, find, image: np.ndarray, max_people: int,

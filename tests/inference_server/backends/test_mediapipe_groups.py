@@ -296,6 +296,8 @@ def test_looks_on_a_larger_photo_answer_on_the_grid(backend, astronaut):
             pa, pb = (np.stack([1024 - p[:, 0], p[:, 1]], 1)[mpp._MIRROR] for p in (pa, pb))
         assert np.median(np.linalg.norm(pb - pa, axis=1)[seen]) < 4.0
         assert np.median(np.linalg.norm(pb - person.pose[:, :2], axis=1)[seen]) < 6.0
+    full = on_photo(hips, top, True)  # with hands and face, as the grid's look
+    assert full.face_landmarks is not None and full.segmentation_mask.shape == (800, 1024)
 
 
 def test_people_are_chosen_on_the_grid_and_their_3d_pose_read_on_the_photo(backend, astronaut):
