@@ -72,6 +72,8 @@ class FitSettings:
     surface_steps: int = 17
     surface_rounds: int = 3
     surface_steps_without_metric: int = 20
+    surface_rounds_without_metric: int = 2
+    shape_steps: int = 10  # that round's L-BFGS iterations (without metric depth)
     # L-BFGS iterations of a last stage for people with the backend's own 3D pose (the offline
     # backend), the keypoints weighed "keypoints_polish" instead of "keypoints_with_world", the
     # shape held: the stages before trade the keypoints against the pose prior, the pseudo-depth
@@ -80,8 +82,6 @@ class FitSettings:
     # maps (refit_real.py): the bodies' 2D error 6.01 -> 5.33 % (the backend's 4.68), the 3D
     # frames 94.9 -> 94.4 mm (docs/body_fit.md "A last look at the keypoints"). 0: none.
     polish_steps: int = 15
-    surface_rounds_without_metric: int = 2
-    shape_steps: int = 10  # that round's L-BFGS iterations (without metric depth)
     refresh_every: int = 5  # plain baseline: surface correspondences refreshed every N steps
     mesh_samples: int = 4000
     plain: bool = False  # the baseline: no closed-form start, no stages, full mesh, plain Adam

@@ -3,6 +3,8 @@
 bone directions, which say whether a limb points towards the camera or away where the 2D
 keypoints cannot."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -116,8 +118,6 @@ def test_a_last_stage_brings_bodies_with_a_3d_pose_nearer_their_keypoints(body):
     keypoints) the bodies come nearer their keypoints and their joints stay where they were
     (bench_real's bodies: 2D error 6.01 -> 5.33 %, docs/body_fit.md). Without a 3D pose (the
     Sapiens backends, the ground-truth table) the stage does not run."""
-    from dataclasses import replace
-
     from inference_server.fit.observations import observe
     from inference_server.fit.solver import FitSettings, fit_people
 
@@ -132,7 +132,7 @@ def test_a_last_stage_brings_bodies_with_a_3d_pose_nearer_their_keypoints(body):
         o, cam = observations[0], out["joints"][0]
         uv = np.stack([k[0, 0] * cam[:, 0] / cam[:, 2] + k[0, 2], k[1, 1] * cam[:, 1] / cam[:, 2] + k[1, 2]], 1)
         px = float((np.linalg.norm(uv - o.keypoints, axis=1) * o.weights).sum() / o.weights.sum())
-        steps = __import__("json").loads(out["reports"][0])["steps"]
+        steps = json.loads(out["reports"][0])["steps"]
         return px, gt_cases.score_case(body, out, bodies, "noisy")[0], steps
 
     without, polished = FitSettings(polish_steps=0), FitSettings()
@@ -143,4 +143,4 @@ def test_a_last_stage_brings_bodies_with_a_3d_pose_nearer_their_keypoints(body):
     assert px1 < 0.9 * px0, (px0, px1)
     assert row1["joint_mean_cm"] < row0["joint_mean_cm"] + 0.3, (row0, row1)
     plain = [observe(pid, **args) for pid in maps.person_ids]  # no 3D pose: no last stage
-    assert fit(replace(polished), plain)[2]["polish"] == 0
+    assert fit(polished, plain)[2]["polish"] == 0
