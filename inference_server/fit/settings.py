@@ -12,7 +12,7 @@ device       SAPIENS_FIT_DEVICE   auto (GPU if any) | cpu | cuda[:N]: where the 
 compile      SAPIENS_FIT_COMPILE  1: torch.compile the body fit's evaluation
 ===========  ===================  ============================================================
 
-The solver's own knobs (weights, steps, groups) are ``solver.FitSettings``.
+The solver's own knobs (weights, steps, groups) are ``solver.FitSettings`` (solver_settings.py).
 """
 
 from __future__ import annotations
