@@ -103,6 +103,16 @@ def _with_none(res, names):
     return SimpleNamespace(**{n: getattr(res, n, None) for n in POSE_OUTPUTS + list(names)})
 
 
+def shrunk(image: np.ndarray, side: int) -> np.ndarray:
+    """``image`` resized (area-averaged) to at most ``side`` pixels on its long side; itself when
+    it already fits or ``side`` is 0."""
+    h, w = image.shape[:2]
+    if side <= 0 or max(h, w) <= side:
+        return image
+    s = side / max(h, w)
+    return cv2.resize(image, (max(1, round(w * s)), max(1, round(h * s))), interpolation=cv2.INTER_AREA)
+
+
 class Looks:
     """The landmark models' looks at people placed on ``image`` (the maps' grid): ``look(hips,
     top, full, mirror)`` answers in that grid's terms (landmarks are relative to the image, the
@@ -114,11 +124,7 @@ class Looks:
         self.process, self.hw = process, image.shape[:2]
         h, w = self.hw
         source = image if photo is None or max(photo.shape[:2]) <= max(h, w) else photo
-        if max(source.shape[:2]) > LOOK_SIDE:
-            s = LOOK_SIDE / max(source.shape[:2])
-            size = (max(1, round(source.shape[1] * s)), max(1, round(source.shape[0] * s)))
-            source = cv2.resize(source, size, interpolation=cv2.INTER_AREA)
-        self.source = np.ascontiguousarray(source)
+        self.source = np.ascontiguousarray(shrunk(source, LOOK_SIDE))
         self.larger = self.source.shape[:2] != (h, w)
         self.factor = np.array([self.source.shape[1] / w, self.source.shape[0] / h])
         self._mirrored = None

@@ -30,7 +30,7 @@ from ..processing.pseudo_depth import (
 )
 from ..dataplane.base import AnalyzeOptions, CancelToken, ProgressFn
 from .mediapipe_ghosts import SAME_PERSON, keep_people, on_a_bigger_one, same_person, torso_size
-from .mediapipe_landmarker import Looks
+from .mediapipe_landmarker import Looks, shrunk
 from .mediapipe_landmarks import POSE, to_goliath, to_goliath_3d
 from .mediapipe_parts import parts_and_depth
 
@@ -213,8 +213,8 @@ def _steady_world(look: Looks, person: Person) -> None:
     docs/offline_backend.md)."""
     h, w = look.hw
     hips, top = (np.asarray(p, np.float64) for p in person.roi)
-    worlds = [] if look.larger else [person.world]
-    for mirror, scale in ((False, 1.0),) * look.larger + WORLD_LOOKS:
+    worlds, again = ([], ((False, 1.0),)) if look.larger else ([person.world], ())
+    for mirror, scale in again + WORLD_LOOKS:
         res = look(hips, hips + scale * (top - hips), False, mirror)
         if res.pose_landmarks is None or res.pose_world_landmarks is None:
             continue
@@ -329,13 +329,8 @@ def analyze_photo(process, find, image: np.ndarray, options: AnalyzeOptions, max
     """Canonical maps (all but ``source``) of one RGB photo, and seconds per stage."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    h0, w0 = image.shape[:2]
     photo = image
-    if options.max_side > 0 and max(h0, w0) > options.max_side:
-        s = options.max_side / max(h0, w0)
-        size = (max(1, round(w0 * s)), max(1, round(h0 * s)))
-        image = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
-    image = np.ascontiguousarray(image)
+    image = np.ascontiguousarray(shrunk(image, options.max_side))
     h, w = image.shape[:2]
     timings["resize"] = time.perf_counter() - t0
     cancel.check()

@@ -90,6 +90,7 @@ assert len(KEYPOINT_NAMES) == 308
 
 KEYPOINT_INDEX = {name: i for i, name in enumerate(KEYPOINT_NAMES)}
 
+
 def mirror_order(names) -> tuple[int, ...]:
     """For each of ``names`` (``left_*`` / ``right_*`` style), the index of its partner on the
     other side, itself where it has none: the rows of a mirrored view's joints."""
