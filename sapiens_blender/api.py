@@ -109,8 +109,8 @@ def fit_body(maps: Maps, server: str | None = None, token: str | None = None, pr
     ``server`` (or a local server started for the call and stopped after)."""
     from .core.body.records import has_body
 
-    if has_body(maps):
-        return maps
+    if has_body(maps) or not maps.person_ids:
+        return maps  # nobody to fit: the build says so (a fit request would only be refused)
     return _with_server(lambda client: _fit_with(client, maps, progress), server, token)
 
 

@@ -145,7 +145,8 @@ def iter_build_products(maps: Maps, products, options: BuildOptions | None = Non
         raise ValueError(f"rig_names must be one of {', '.join(RIG_NAMES)}, got {options.rig_names!r}")
     people = maps.person_ids if options.people is None else list(options.people)
     if not people:
-        raise GeometryError("the maps contain no person (the mask is empty): nothing to build")
+        raise GeometryError(f"no person found by {maps.source}: nothing to build (a person mostly out of "
+                            "the frame, very small or upside down may be missed)")
     unknown = sorted(set(people) - set(maps.person_ids))
     if unknown:
         raise GeometryError(f"no person {unknown} in the maps; people present: {maps.person_ids}")

@@ -87,7 +87,7 @@ class _BuildOperator:
             self.report({"ERROR"}, session.set_error(exc))
             return {"CANCELLED"}
         label, products = self.bl_label, _products_for(self.products, options)
-        if "body" in products and not has_body(maps):
+        if "body" in products and not has_body(maps) and maps.person_ids:  # nobody: the build says so
             return fit_then_build(self, context, maps, options)
         messages: list[tuple[str, str]] = []
 

@@ -24,7 +24,8 @@ ENTRY = "import sys; from sapiens_blender.cli import main; sys.exit(main())"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    manager = ServerProcess(sys.executable, ["--backend-module", "ellipsoid_backend"],
+    manager = ServerProcess(sys.executable, ["--backend-module", "ellipsoid_backend",
+                                                "--backend-module", "faulty_backend"],
                             log_dir=tmp_path_factory.mktemp("server-log"),
                             env={"PYTHONPATH": os.pathsep.join([str(REPO), str(SUPPORT)])})
     client = manager.ensure_running()
@@ -53,6 +54,22 @@ def test_build_photo_through_the_server(server, tmp_path):
     wrong = cli("build", tmp_path / "me.png", "--server", url, "--token", "wrong", "--model", "ellipsoid",
                 "-o", tmp_path / "no.glb")
     assert wrong.returncode == 1 and "error:" in wrong.stderr and not (tmp_path / "no.glb").exists()
+
+
+def test_a_photo_with_nobody_says_so(server, tmp_path):
+    """A photo where the model finds nobody: one clear error naming the backend, nothing
+    written, and no second request asking the server to fit an empty mask."""
+    url, token = server
+    write_photo(tmp_path / "empty.png")
+    with Image.open(tmp_path / "empty.png") as im:
+        pixels = np.array(im)
+    pixels[0, 0, 0] = 0  # the faulty backend's "valid maps" mode: an empty mask
+    Image.fromarray(pixels).save(tmp_path / "empty.png")
+    proc = cli("build", tmp_path / "empty.png", "--body", "--server", url, "--token", token, "--model", "faulty",
+               "-o", tmp_path / "empty.glb")
+    assert proc.returncode == 1, proc.stdout
+    assert "no person found by faulty: nothing to build" in proc.stderr, proc.stderr
+    assert "refused" not in proc.stderr and not (tmp_path / "empty.glb").exists()
 
 
 @pytest.mark.slow
