@@ -33,7 +33,10 @@ class AnimateOptions:
     body_prior: BodyPriorOptions | None = BodyPriorOptions()
     stillness: StillnessOptions | None = StillnessOptions()  # None: every joint its own track
     planting: PlantingOptions | None = PlantingOptions()  # None: feet are not planted
-    min_track_frames: int = 5  # shorter tracks are dropped (spurious detections)
+    # Shorter tracks are dropped (spurious detections); in a clip of under twice as many frames,
+    # a track seen in at least half of them is kept (PoseTrack's 5-frame clip: a player seen in 4
+    # was dropped, leaving 1 of its 3 players).
+    min_track_frames: int = 5
     max_missing: int = 15  # frames a person may vanish for (occlusion) and keep their track
     smooth: bool = True  # False: every frame as lifted (the baseline the proof compares with)
 
@@ -128,8 +131,9 @@ class ClipAnimator:
             raise ValueError("no frames were analysed")
         notes = []
         tracks = []
+        needed = min(self.options.min_track_frames, (len(self.frames) + 1) // 2)
         for track in self.tracker.tracks():
-            if len(track.frames) < min(self.options.min_track_frames, len(self.frames)):
+            if len(track.frames) < needed:
                 notes.append(f"track {track.id}: seen in only {len(track.frames)} frame(s); dropped")
                 continue
             try:

@@ -296,6 +296,30 @@ def test_clip_animator_and_the_joints_file(tmp_path):
         joints_file.read(tmp_path / "bad.json")
 
 
+def test_a_short_clip_keeps_a_person_seen_in_most_of_its_frames():
+    """Tracks shorter than min_track_frames are dropped, but in a clip of a few frames a person
+    seen in at least half of them stays (a real 5-frame clip lost a player seen in 4)."""
+    from geometry_fixtures import plane_maps
+
+    walker, runner = moving_person(5), moving_person(5) + np.array([1.5, 0.0, 0.0])
+    seen = [[walker[t]] + ([runner[t]] if t in (0, 1, 2) else []) for t in range(5)]
+    animation = _animate(seen, plane_maps())
+    assert len(animation.tracks) == 2 and not any("dropped" in n for n in animation.notes)
+    seen = [[walker[t]] + ([runner[t]] if t in (0, 1) else []) for t in range(5)]
+    animation = _animate(seen, plane_maps())
+    assert len(animation.tracks) == 1 and any("seen in only 2 frame(s); dropped" in n for n in animation.notes)
+    long = moving_person(12)
+    seen = [[long[t]] + ([long[t] + np.array([1.5, 0.0, 0.0])] if t < 4 else []) for t in range(12)]
+    assert len(_animate(seen, plane_maps()).tracks) == 1  # a long clip still asks for 5
+
+
+def _animate(per_frame, maps):
+    animator = ClipAnimator(25.0, _JointsOnly(per_frame), AnimateOptions())
+    for t in range(len(per_frame)):
+        animator.add(t, maps)
+    return animator.finish()
+
+
 def test_body_prior_restores_bone_lengths_and_weights_the_doubtful_end():
     from sapiens_blender.core.motion.body_prior import LIMB_BONES, apply_body_prior
 
