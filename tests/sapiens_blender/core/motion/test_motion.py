@@ -89,6 +89,32 @@ def test_a_close_up_keeps_its_track_when_its_filled_in_joints_jump():
     assert ids == {1}, [len(t.frames) for t in tracker.tracks()]
 
 
+def test_a_far_person_keeps_one_track_through_depth_jumps_and_an_outlier_frame():
+    """A person 5 m away as a single camera measures them (PoseTrack's real clip): their
+    distance jumps by ~0.5 m between frames while they stay put in the image, and one frame's
+    detection is off (a body mixed with a neighbour's), after which they are seen as before.
+    One track, not three: depth counts for less than the image's axes, and a track may also be
+    met where it was last seen, not only where two noisy sightings' velocity throws it."""
+    frames = 8
+    truth = moving_person(frames, shift=(0.5, 0.0, 5.0))
+    jumps = np.array([0.0, 0.47, -0.5, 0.3, -0.4, 0.45, -0.2, 0.35])
+    tracker = Tracker()
+    owner = []
+    for t in range(frames):
+        j = truth[t] + np.array([0.0, 0.0, jumps[t]])
+        if t == 2:  # the outlier: half a metre lower, a metre nearer
+            j = j + np.array([0.0, 0.5, -1.0])
+        owner.append(tracker.update(t, [Detection(j, _box(truth[t]))])[0])
+    assert len(set(owner) - {owner[2]}) == 1, owner  # every frame but the outlier on one track
+    assert len(tracker.tracks()[0].frames) == frames - 1
+    # two people side by side at different depths are still told apart
+    near, far = moving_person(6, shift=(0.0, 0.0, 3.0)), moving_person(6, shift=(0.0, 0.0, 7.0))
+    tracker = Tracker()
+    ids = [tracker.update(t, [Detection(near[t], _box(near[t])), Detection(far[t], _box(far[t]) * 0.5)])
+           for t in range(6)]
+    assert all(i == ids[0] for i in ids) and len(set(ids[0])) == 2
+
+
 def test_a_track_ends_after_max_missing_frames():
     j = moving_person(10)
     tracker = Tracker(max_missing=3)
