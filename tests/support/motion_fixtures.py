@@ -36,3 +36,9 @@ def moving_person(frames: int = 40, shift=(0.0, 0.0, 0.0), wave: float = 1.0) ->
         j = (j - centre) @ rot.T + centre
         out[t] = j + np.array([0.3 * t / frames, 0.0, 0.0]) + np.asarray(shift)
     return out
+
+
+def image_box(joints: np.ndarray) -> np.ndarray:
+    """A detection's image box for ``joints`` [J,3] (x, y in decimetres as pixels)."""
+    return np.array([joints[:, 0].min() * 100, joints[:, 1].min() * 100,
+                     joints[:, 0].max() * 100, joints[:, 1].max() * 100])

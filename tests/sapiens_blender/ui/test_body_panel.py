@@ -47,3 +47,19 @@ def test_body_button_builds_the_fitted_body_and_build_all_keeps_it(addon, body_s
     assert len(ours("body armature")) == 1 and body.get("sapiens_body") == "clothed"
     assert bpy.ops.sapiens.build_all() == {"FINISHED"}
     assert ours("body mesh") == [body] and len(ours("mesh")) == 1 and len(ours("armature")) == 1
+
+
+def test_body_on_an_analysis_with_nobody_says_so_without_a_fit(addon):
+    """An analysis that found nobody: Body reports it at once (no server started, no fit asked)."""
+    import numpy as np
+
+    from sapiens_blender.ui import state, storage
+    from synthetic_scene import ellipsoid_maps
+
+    arrays = ellipsoid_maps(32, 24).to_arrays()
+    arrays["mask"] = np.zeros_like(arrays["mask"])
+    storage.store_analysis(bpy.context.scene, Maps.from_arrays(arrays), photo="nobody.png")
+    with pytest.raises(RuntimeError, match="no person found by synthetic-ellipsoid: nothing to build"):
+        bpy.ops.sapiens.build_body()  # the operator's error report (background mode raises it)
+    assert "no person found" in state.SESSION.last_error
+    assert state.SESSION.server is None  # no server started for a fit

@@ -394,20 +394,3 @@ def test_animate_and_scan_show_their_own_job_only(ui, name, kind, op):
             gate.set()
             job.wait(5)
             state.SESSION.job = None
-
-
-def test_body_on_an_analysis_with_nobody_says_so_without_a_fit(ui):
-    """An analysis that found nobody: Body reports it at once (no server started, no fit asked)."""
-    _, _, state = ui
-    from sapiens_blender.core.maps.canonical import Maps
-    from sapiens_blender.ui import storage
-    from synthetic_scene import ellipsoid_maps
-
-    state.reset_session()
-    arrays = ellipsoid_maps(32, 24).to_arrays()
-    arrays["mask"] = np.zeros_like(arrays["mask"])
-    storage.store_analysis(bpy.context.scene, Maps.from_arrays(arrays), photo="nobody.png")
-    with pytest.raises(RuntimeError, match="no person found by synthetic-ellipsoid: nothing to build"):
-        bpy.ops.sapiens.build_body()  # the operator's error report (background mode raises it)
-    assert "no person found" in state.SESSION.last_error
-    assert state.SESSION.server is None  # no server started for a fit
