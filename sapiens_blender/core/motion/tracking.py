@@ -2,7 +2,8 @@
 """Following people across frames: optimal assignment of detections to tracks.
 
 Each track predicts where its joints and box will be (constant velocity from its last two
-sightings, so two people crossing keep their headings). The cost of giving a detection to a
+sightings, so two people crossing keep their headings); where its last sighting fits a detection
+better (a velocity from two noisy sightings overshoots), that counts instead. The cost of giving a detection to a
 track is the median 3D distance of their common joints (metres; along the camera's axis
 weighted DEPTH_WEIGHT: a photo's depth is its least sure axis) plus ``box_weight`` x (1 - IoU)
 of the image boxes; pairs above ``gate`` are never matched. Only joints measured in both the
