@@ -23,12 +23,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-LIMBS = [f"{s}_{j}" for s in ("left", "right") for j in ("shoulder", "elbow", "wrist", "hip", "knee", "ankle")]
+from bench_real import LIMB_JOINTS, project  # noqa: E402  (the real-photo benchmark's 12 joints)
+
 MIN_SCORE = 0.3
-
-
-def project(xyz: np.ndarray, k: np.ndarray) -> np.ndarray:
-    return np.stack([k[0, 0] * xyz[..., 0] / xyz[..., 2] + k[0, 2], k[1, 1] * xyz[..., 1] / xyz[..., 2] + k[1, 2]], -1)
 
 
 def track_errors(track, k: np.ndarray, joint_names) -> list[tuple[int, float, float]]:
@@ -42,15 +39,14 @@ def track_errors(track, k: np.ndarray, joint_names) -> list[tuple[int, float, fl
         if seen.sum() < 4:
             continue  # not seen in this frame (a gap the track held)
         size = float(np.hypot(*np.ptp(kp[seen, :2], 0)))
-        body, smoothed = [], []
-        for n in LIMBS:
-            g = KEYPOINT_NAMES.index(n)
-            if kp[g, 2] < MIN_SCORE:
-                continue
-            body.append(np.linalg.norm(project(track.body.joints[t, joint_names.index(n)], k) - kp[g, :2]))
-            smoothed.append(np.linalg.norm(project(track.joints[t, MOTION_JOINTS.index(n)], k) - kp[g, :2]))
-        if body:
-            rows.append((int(track.frames[t]), 100 * float(np.mean(body)) / size, 100 * float(np.mean(smoothed)) / size))
+        names = [n for n in LIMB_JOINTS if kp[KEYPOINT_NAMES.index(n), 2] >= MIN_SCORE]
+        if not names:
+            continue
+        xy = kp[[KEYPOINT_NAMES.index(n) for n in names], :2]
+        body = project(track.body.joints[t, [joint_names.index(n) for n in names]], k)
+        smoothed = project(track.joints[t, [MOTION_JOINTS.index(n) for n in names]], k)
+        rows.append((int(track.frames[t]), 100 * float(np.linalg.norm(body - xy, axis=1).mean()) / size,
+                     100 * float(np.linalg.norm(smoothed - xy, axis=1).mean()) / size))
     return rows
 
 

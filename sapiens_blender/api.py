@@ -107,10 +107,10 @@ def analyze(photo, model: str = DEFAULT_MODEL, server: str | None = None, token:
 def fit_body(maps: Maps, server: str | None = None, token: str | None = None, progress=None) -> Maps:
     """``maps`` with the fitted bodies: as they are when they already hold a fit, else fitted by
     ``server`` (or a local server started for the call and stopped after)."""
-    from .core.body.records import has_body
+    from .core.body.records import needs_fit
 
-    if has_body(maps) or not maps.person_ids:
-        return maps  # nobody to fit: the build says so (a fit request would only be refused)
+    if not needs_fit(maps):
+        return maps
     return _with_server(lambda client: _fit_with(client, maps, progress), server, token)
 
 

@@ -36,7 +36,7 @@ from ..core.geometry.types import GeometryError
 from ..core.maps.canonical import MapsError
 from ..core.jobs.background import FAILED
 from ..core.jobs.stepped import StepJob
-from ..core.body.records import has_body
+from ..core.body.records import needs_fit
 from ..core.build.options import PRODUCTS, BuildOptions
 from . import jobs, properties, state, storage
 
@@ -87,7 +87,7 @@ class _BuildOperator:
             self.report({"ERROR"}, session.set_error(exc))
             return {"CANCELLED"}
         label, products = self.bl_label, _products_for(self.products, options)
-        if "body" in products and not has_body(maps) and maps.person_ids:  # nobody: the build says so
+        if "body" in products and needs_fit(maps):
             return fit_then_build(self, context, maps, options)
         messages: list[tuple[str, str]] = []
 

@@ -256,6 +256,12 @@ def has_body(maps) -> bool:
     return FIT_PREFIX + "person_ids" in maps.extras and "body_version" in maps.extras
 
 
+def needs_fit(maps) -> bool:
+    """Whether a body fit is still to be asked of the server for ``maps``: people and no fit yet
+    (with nobody in the mask a fit request would only be refused; the build says so instead)."""
+    return bool(maps.person_ids) and not has_body(maps)
+
+
 def body_from_maps(maps) -> tuple[BodyTemplate, BodyFit] | None:
     """(template, fit) stored in the maps' extras (``body_*`` / ``fit_*`` keys), or None."""
     if not has_body(maps):

@@ -104,7 +104,7 @@ def tie_still_joints(raw: np.ndarray, smoothed: np.ndarray, smoothing: Smoothing
         tie = np.clip((options.moving - spread) / (options.moving - options.still), 0.0, 1.0)
         seen = finite[lo:hi]
         # Too short a record is no evidence of stillness (the first frames with a lag).
-        tie[~ok | (seen.sum(axis=0) < min(options.min_frames, t_len))] = 0.0
+        tie[~ok | (seen.sum(axis=0) < options.min_frames)] = 0.0
         if not tie.any():
             continue
         mean_offset = np.where(seen[..., None], raw_offset[lo:hi], 0.0).sum(0) / np.maximum(seen.sum(0), 1)[:, None]

@@ -76,7 +76,7 @@ class Tracker:
             # velocity from two noisy sightings, extrapolated over a missed frame, can throw the
             # prediction further than the person moved (PoseTrack's real clip: a player's
             # one-frame outlier, then 0.87 from the velocity's guess against 0.42 from his last place).
-            guesses = [track.predict(frame), (last.joints, last.box)]
+            guesses = [track.predict(frame)] + ([(last.joints, last.box)] if len(track.frames) > 1 else [])
             for j, det in enumerate(detections):
                 cost[i, j] = min(self.pair_cost(jo, bo, det, measured) for jo, bo in guesses)
         rows, cols = assign(cost, self.gate)

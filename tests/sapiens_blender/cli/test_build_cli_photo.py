@@ -60,11 +60,8 @@ def test_a_photo_with_nobody_says_so(server, tmp_path):
     """A photo where the model finds nobody: one clear error naming the backend, nothing
     written, and no second request asking the server to fit an empty mask."""
     url, token = server
-    write_photo(tmp_path / "empty.png")
-    with Image.open(tmp_path / "empty.png") as im:
-        pixels = np.array(im)
-    pixels[0, 0, 0] = 0  # the faulty backend's "valid maps" mode: an empty mask
-    Image.fromarray(pixels).save(tmp_path / "empty.png")
+    # a first pixel whose red is 0: the faulty backend's "valid maps" mode, an empty mask
+    Image.fromarray(np.zeros((96, 128, 3), np.uint8)).save(tmp_path / "empty.png")
     proc = cli("build", tmp_path / "empty.png", "--body", "--server", url, "--token", token, "--model", "faulty",
                "-o", tmp_path / "empty.glb")
     assert proc.returncode == 1, proc.stdout
