@@ -215,8 +215,11 @@ def build_backend(args, input_hw):
     wanted = SapiensSettings.from_env()
     placement = devices.choose_placement(wanted.device, wanted.precision)
     fast = {k: devices.prepare_model(m, placement) for k, m in models.items()}
-    if placement.precision in ("bf16", "fp16"):
-        fast = {k: devices.keep_heads_fp32(m) if k in FLOAT32_HEADS else m for k, m in fast.items()}
+    if placement.precision in ("bf16", "fp16"):  # the heads as the backend prepares them
+        keep = devices.mixed_heads if placement.heads == "mixed" else devices.keep_heads_fp32
+        fast = {k: keep(m) if k in FLOAT32_HEADS else m for k, m in fast.items()}
+    if args.compile == "auto":  # as the server would: the placement's choice (SAPIENS_COMPILE)
+        args.compile = "default" if placement.compile else "none"
     if args.compile != "none":
         shared = _compiled(next(iter(fast.values())).model, args.compile)  # eager if compiling fails
         for m in fast.values():
@@ -300,7 +303,7 @@ def _args(argv):
     ap.add_argument("--batch", type=int, default=16, help="frames per forward")
     ap.add_argument("--in-flight", type=int, default=2, help="batches in flight (threads, CUDA streams)")
     ap.add_argument("--parallel", type=int, default=4, help="lifting threads of the motion stage (run_clip)")
-    ap.add_argument("--compile", default="none", help="torch.compile mode of the backbone (none, default, "
+    ap.add_argument("--compile", default="none", help="torch.compile mode of the backbone (none, auto = the server's choice, default, "
                                                       "reduce-overhead, max-autotune-no-cudagraphs)")
     ap.add_argument("--body", default="auto", choices=("auto", "on", "off"),
                     help="the body motion stage: auto = when anny and its cache are there")

@@ -67,6 +67,37 @@ def _stages(out: dict) -> dict:
     return {k: round(statistics.mean(r["stage_seconds"][k] for r in reports), 4) for k in keys}
 
 
+def _batched(body, one, batch: str, quick: dict, name: str, grid: str, emit) -> None:
+    from inference_server.fit.solver import FitSettings
+
+    for n in (int(b) for b in batch.split(",") if b):
+        settings = FitSettings(solver="graph", group_size=n, fold_tries=0, **quick)
+        _fit(body, one * n, settings)  # captures this group shape's graphs
+        out, sec = _fit(body, one * n, settings)
+        emit("batched", case=name, grid=grid, people=n, seconds=round(sec, 3), people_per_s=round(n / sec, 1),
+             stages=_stages(out))
+
+
+def _profile(body, obs, settings, emit, top: int = 15) -> None:
+    """One warm fit under torch.profiler: the ops taking the most host time (self) and device
+    time, and the fit's wall time beside the device's busy time."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    _fit(body, obs, settings)  # warm: graphs captured
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if body.device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        _, sec = _fit(body, obs, settings)
+    ev = prof.key_averages()
+    dev = lambda e: getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0))  # noqa: E731
+    host = sorted(ev, key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
+    gpu = sorted(ev, key=dev, reverse=True)[:top]
+    emit("profile", people=len(obs), wall_s=round(sec, 3),
+         device_busy_s=round(sum(dev(e) for e in ev) / 1e6, 3),
+         host_top=[(e.key[:60], e.count, round(e.self_cpu_time_total / 1e3, 1)) for e in host],
+         device_top=[(e.key[:60], e.count, round(dev(e) / 1e3, 1)) for e in gpu])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases-dir", type=Path, required=True, help="cases saved by bench_fit.py --save-cases")
@@ -80,6 +111,10 @@ def main(argv=None) -> int:
     ap.add_argument("--eager", action="store_true", help="also the graph solver without CUDA graphs (the "
                     "same steps launched from Python), on the first case: what the graphs save")
     ap.add_argument("--quick", action="store_true", help="few steps (a smoke run of every code path)")
+    ap.add_argument("--grid", default=None, help="another line-search grid, step lengths comma-separated "
+                    "(graph_solver.STEPS; e.g. 2,1,0.25,0.03): every case and the batches again with it")
+    ap.add_argument("--profile", default=None, help="people per group (comma-separated) of a warm fit "
+                    "profiled: where its host and device time go (torch.profiler, top ops)")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -128,7 +163,7 @@ def main(argv=None) -> int:
         mean_cm, max_cm = _joint_cm(out, truth, name)
         from inference_server.fit import graph_solver
 
-        emit("graph", case=name, people=len(obs), cuda_graphs=graph_solver.CAPTURE and body.device.type == "cuda", first_s=round(first / len(obs), 3),
+        emit("graph", case=name, grid="default", people=len(obs), cuda_graphs=graph_solver.CAPTURE and body.device.type == "cuda", first_s=round(first / len(obs), 3),
              warm_s=round(statistics.median(runs) / len(obs), 3) if runs else None,
              stages=_stages(out), joints_mean_cm=round(mean_cm, 2), joints_max_cm=round(max_cm, 2))
     if args.eager:
@@ -172,12 +207,29 @@ def main(argv=None) -> int:
     # Batched: one person repeated N times in one group (one photo: the terms need one grid).
     maps, truth = load_case(names[0], args.cases_dir)
     one = _observations(maps)[:1]
-    for n in (int(b) for b in args.batch.split(",") if b):
-        settings = FitSettings(solver="graph", group_size=n, fold_tries=0, **quick)
-        _fit(body, one * n, settings)  # captures this group shape's graphs
-        out, sec = _fit(body, one * n, settings)
-        emit("batched", case=names[0], people=n, seconds=round(sec, 3), people_per_s=round(n / sec, 1),
-             stages=_stages(out))
+    _batched(body, one, args.batch, quick, names[0], "default", emit)
+    if args.profile:
+        for n in (int(b) for b in args.profile.split(",") if b):
+            _profile(body, one * n, FitSettings(solver="graph", group_size=n, fold_tries=0, **quick), emit)
+    if args.grid:  # the same cases and batches with another line-search grid
+        from inference_server.fit import graph_solver
+
+        held = graph_solver.STEPS
+        graph_solver.STEPS = tuple(float(v) for v in args.grid.split(","))
+        graph_solver._SOLVERS.clear()  # captured steps bake the grid in
+        try:
+            for name in names:
+                maps, truth = load_case(name, args.cases_dir)
+                obs = _observations(maps)
+                _fit(body, obs, graph)
+                out, sec = _fit(body, obs, graph)
+                mean_cm, max_cm = _joint_cm(out, truth, name)
+                emit("graph", case=name, grid=args.grid, people=len(obs), warm_s=round(sec / len(obs), 3),
+                     stages=_stages(out), joints_mean_cm=round(mean_cm, 2), joints_max_cm=round(max_cm, 2))
+            _batched(body, one, args.batch, quick, names[0], args.grid, emit)
+        finally:
+            graph_solver.STEPS = held
+            graph_solver._SOLVERS.clear()
     if args.compile:  # the evaluation through torch.compile too (compiling first: minutes)
         maps, truth = load_case(names[0], args.cases_dir)
         obs = _observations(maps)

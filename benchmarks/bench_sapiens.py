@@ -188,7 +188,8 @@ def _args(argv):
                     help="stream mode: photos decoded on a worker thread while the previous batch runs")
     ap.add_argument("--stream-batch", type=int, default=8, help="stream mode: photos per forward batch")
     ap.add_argument("--compile", default="none",
-                    help="stream mode: torch.compile mode for the backbones (none, default, reduce-overhead = "
+                    help="stream mode: torch.compile mode for the backbones (none, auto = the server's choice, "
+                         "default, reduce-overhead = "
                          "CUDA graphs, max-autotune-no-cudagraphs, max-autotune); a compile that fails falls "
                          "back to eager (the result's 'compile' says so)")
     ap.add_argument("--stream-overlap", default="1",
@@ -329,11 +330,14 @@ def main(argv=None) -> int:
 
     wanted = SapiensSettings.from_env()  # SAPIENS_DEVICE / SAPIENS_PRECISION pick the placement
     auto = devices.choose_placement(wanted.device, wanted.precision)
+    if args.compile == "auto":  # as the server would: the placement's choice (SAPIENS_COMPILE)
+        args.compile = "default" if auto.compile else "none"
 
     def tuned_models(placement, compile_mode="none"):
         fast = {k: devices.prepare_model(m, placement) for k, m in _shared_copy(models, backbone).items()}
-        if placement.precision in ("bf16", "fp16"):
-            fast = {k: devices.keep_heads_fp32(m) if k in FLOAT32_HEADS else m for k, m in fast.items()}
+        if placement.precision in ("bf16", "fp16"):  # the heads as the backend prepares them
+            keep = devices.mixed_heads if placement.heads == "mixed" else devices.keep_heads_fp32
+            fast = {k: keep(m) if k in FLOAT32_HEADS else m for k, m in fast.items()}
         if compile_mode != "none":
             from inference_server.backends.sapiens2 import _compiled
 

@@ -133,7 +133,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--batch", default="16", help="comma-separated batch sizes")
     ap.add_argument("--heads", default="fp32,bf16,mixed", help="head precisions: fp32, bf16, mixed (bf16 but "
-                    "the last layer and the pointmap's scale branch in float32)")
+                    "the last layer and the pointmap's scale branch in float32), mixed_compiled (mixed, each "
+                    "head through torch.compile)")
     ap.add_argument("--compile", default="none", help="backbone modes: none, default, "
                     "max-autotune-no-cudagraphs, reduce-overhead (a failing one is reported and skipped)")
     ap.add_argument("--compiled-heads", default=None, help="head precisions timed with a compiled backbone "
@@ -144,7 +145,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     hw = tuple(int(v) for v in args.input.lower().split("x"))
     # the features' dtype fed to each kind of head
-    DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "mixed": torch.bfloat16}
+    DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "mixed": torch.bfloat16, "mixed_compiled": torch.bfloat16}
     device = torch.device(args.device)
     sink = open(args.json_out, "a") if args.json_out else None
 
@@ -163,8 +164,13 @@ def main(argv=None) -> int:
     for dt_name in args.heads.split(","):
         dt = DTYPES[dt_name]
         heads[dt_name] = {k: copy.deepcopy(m).to(device, dt) for k, m in models.items()}
-        if dt_name == "mixed":
+        if dt_name.startswith("mixed"):
             heads[dt_name] = {k: mixed_heads(m) for k, m in heads[dt_name].items()}
+        if dt_name == "mixed_compiled":  # the heads fused too (their upsampling convolutions)
+            for m in heads[dt_name].values():
+                m.decode_head = torch.compile(m.decode_head)
+                if getattr(m, "scale_head", None) is not None:
+                    m.scale_head = torch.compile(m.scale_head)
     emit({"kind": "stages_setup", "size": args.size, "input": list(hw), "device": str(device),
           "card": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
           "build_s": round(time.perf_counter() - t, 1)})

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Issue 36, third lease: one call on a lent GPU, run with carry [".gpu", ".whl"] (.gpu/cases from
+# `bench_fit.py --save-cases .gpu/cases --cases clean,sitting,two_people,relative_depth,no_depth`;
+# .whl: roma and transformers wheels and anny's package as anny.tar.xz). What the earlier leases
+# left open, each part under its own timeout, all within $BUDGET s:
+#   anny's cache (CPU, background) | Sapiens2 0.4B as the server now runs it (compiled backbone,
+#   mixed heads: --compile auto) against the demo baseline | the fit: per case, batched up to 64,
+#   with 8 and 4 line-search step lengths, and a profile of a warm fit of 1 and of 32 people |
+#   the stage times with compiled heads, batches 16 and 32 | the clip if time is left.
+# Results in $OUT; a compact summary at the end.
+set -u
+R=/tmp/res; mkdir -p $R /tmp/site; OUT=${OUT:-$R/out}; mkdir -p $OUT
+T0=$(date +%s); BUDGET=${BUDGET:-440}
+el() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.log; }
+lim() { local left=$(( BUDGET - ($(date +%s) - T0) )); [ $left -lt $1 ] && echo $(( left > 5 ? left : 5 )) || echo $1; }
+PY=${PY:-python3}
+if [ -f .whl/anny.tar.xz ] && ! $PY -c "import anny" 2>/dev/null; then
+  tar -xJf .whl/anny.tar.xz -C /tmp/site && $PY -m pip install -q --no-index --no-deps --no-compile \
+    --target /tmp/site .whl/*.whl > $R/pip.log 2>&1 || { el "install failed"; tail -5 $R/pip.log; }
+  mkdir -p /tmp/site/anny-0.6.2.dist-info && printf "Metadata-Version: 2.1\nName: anny\nVersion: 0.6.2\n" > /tmp/site/anny-0.6.2.dist-info/METADATA
+  export ANNY_CACHE_DIR=/tmp/anny_cache
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+DEV=${DEV:-cuda}; SIZE=${SIZE:-0.4b}; INPUT=${INPUT:-1024x768}; CASES=${CASES:-clean,sitting,two_people,relative_depth,no_depth}
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader > $R/gpu.txt 2>&1
+$PY -c "import torch,transformers,numpy,anny; print(torch.__version__, transformers.__version__, numpy.__version__)" >> $R/gpu.txt 2>&1
+el "installed: $(tr '\n' ' ' < $R/gpu.txt)"
+($PY -c "import time;t=time.time();from inference_server.fit.body_model import BodyModel;BodyModel.load('cpu');print('anny ready',round(time.time()-t,1))" > $R/anny.log 2>&1) &
+AP=$!
+# Sapiens2 as the server runs it on this card (SAPIENS_COMPILE/SAPIENS_HEADS auto), the baseline in the same run
+timeout $(lim ${SAP_T:-110}) $PY benchmarks/bench_sapiens.py --size $SIZE --modes baseline,ours,stream --images 1 \
+  --stream ${SAP_STREAM:-32} --stream-batch 16 --stream-overlap 2 --compile auto ${SAP_ARGS:-} --json-out $R/sapiens.json > $R/sapiens.log 2>&1
+el "sapiens rc=$?"
+wait $AP; el "anny: $(tail -1 $R/anny.log)"
+timeout $(lim ${FIT_T:-150}) $PY benchmarks/bench_fit_gpu.py --cases-dir .gpu/cases --cases $CASES --device $DEV \
+  --repeats ${FIT_REPEATS:-2} --batch ${FIT_BATCH:-1,8,32,64} --reference "" --grid ${FIT_GRID:-2,1,0.25,0.03} \
+  --profile ${FIT_PROFILE:-1,32} ${FIT_ARGS:-} --json-out $R/fit.jsonl > $R/fit.log 2>&1
+el "fit rc=$?"
+timeout $(lim ${STAGES_T:-120}) $PY benchmarks/bench_sapiens_stages.py --size $SIZE --input $INPUT --device $DEV \
+  --batch ${STAGES_BATCH:-16,32} --heads mixed,mixed_compiled --compile default --repeats 3 \
+  --json-out $R/stages.jsonl > $R/stages.log 2>&1
+el "stages rc=$?"
+if [ $(( BUDGET - ($(date +%s) - T0) )) -gt 50 ]; then
+  timeout $(lim 80) $PY benchmarks/bench_clip_gpu.py --size $SIZE --frames 32 --batch 16 --in-flight 2 --compile auto \
+    ${CLIP_ARGS:-} --json-out $R/clip.json > $R/clip.log 2>&1
+  el "clip rc=$?"
+fi
+cd $R && tar czf $OUT/results.tgz --exclude=out . 2>/dev/null; cp steps.log *.jsonl sapiens.json clip.json $OUT/ 2>/dev/null; cd - > /dev/null
+echo "== steps"; cat $R/steps.log
+echo "== errors"; grep -h "Traceback\|Error\|could not be captured\|torch.compile failed\|FAILED" $R/*.log | sort | uniq -c | cut -c1-300 | tail -20
+echo "== sapiens"; grep -h "^RESULT\|^| " $R/sapiens.log | cut -c1-400 | tail -12
+echo "== fit"; grep -v '"profile"' $R/fit.jsonl | cut -c1-330
+grep '"profile"' $R/fit.jsonl | cut -c1-1500
+echo "== stages"; cut -c1-700 $R/stages.jsonl 2>/dev/null | grep -v ms_per_image_x
+echo "== clip"; tail -c 1200 $R/clip.json 2>/dev/null
