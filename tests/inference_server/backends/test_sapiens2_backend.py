@@ -322,3 +322,27 @@ def test_mixed_heads_run_the_upsampling_in_bf16_and_the_last_layers_in_float32(t
     assert outputs[-1].pointmaps.dtype == torch.float32 and outputs[-1].scales.dtype == torch.float32
     assert float(z.min()) > 1.0 and _z_steps(z) < 1e-4
     b.unload()
+
+
+def test_compiled_placement_compiles_the_heads_too_and_gives_the_eager_maps(tiny_hub, offline_hub):
+    """compile=on (the CUDA default under auto) wraps the backbone and each head (decode head, the
+    pointmap's scale head) in torch.compile; the maps are the eager ones."""
+    from inference_server.backends.settings import SapiensSettings
+
+    offline_hub(tiny_hub)
+    maps = {}
+    for mode in ("off", "on"):
+        settings = SapiensSettings(device="cpu", precision="fp32", compile=mode)
+        b = sapiens2.Sapiens2Backend("0.4b", tasks=("seg", "depth"), settings=settings)
+        b.load()
+        depth = b.models["depth"]
+        wrapped = [type(m).__name__ == "Guard" for m in (depth.model, depth.decode_head, depth.scale_head)]
+        assert wrapped == [mode == "on"] * 3
+        maps[mode] = b.analyze(photo(), AnalyzeOptions(tasks=("seg", "depth")))
+        if mode == "on":
+            assert type(depth.decode_head).failed is None  # compiled, not fallen back to eager
+        b.unload()
+    dense = [k for k, v in maps["off"].items() if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.ndim >= 2]
+    assert "depth" in dense
+    for k in dense:
+        np.testing.assert_allclose(maps["on"][k], maps["off"][k], atol=1e-4, equal_nan=True)

@@ -178,13 +178,17 @@ def test_the_gpu_benchmark_runs_on_the_cpu(body, tmp_path):
                     "--cases", "clean"], check=True, cwd=ROOT, timeout=300)
     out = tmp_path / "out.jsonl"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_fit_gpu.py"), "--cases-dir", str(cases),
-                    "--device", "cpu", "--quick", "--repeats", "1", "--batch", "1,2", "--json-out", str(out)],
+                    "--device", "cpu", "--quick", "--repeats", "1", "--batch", "1,2", "--grid", "1,0.1",
+                    "--profile", "2", "--json-out", str(out)],
                    check=True, cwd=ROOT, timeout=600)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     kinds = [r["kind"] for r in rows]
-    assert kinds == ["setup", "graph", "lbfgs", "batched", "batched"], kinds
+    assert kinds == ["setup", "graph", "lbfgs", "batched", "batched", "profile", "graph", "batched", "batched"], kinds
     assert rows[1]["case"] == "clean" and np.isfinite(rows[1]["joints_mean_cm"])
     assert rows[4]["people"] == 2 and rows[4]["people_per_s"] > 0
+    assert rows[5]["people"] == 2 and rows[5]["host_top"] and rows[5]["wall_s"] > 0
+    # the other grid: its cases and batches, and the module's own grid restored after
+    assert rows[6]["grid"] == "1,0.1" and np.isfinite(rows[6]["joints_mean_cm"]) and rows[8]["grid"] == "1,0.1"
 
 
 def test_a_failed_capture_leaves_no_generator_to_release_on_the_cpu():
