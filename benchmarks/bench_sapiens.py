@@ -59,6 +59,7 @@ import json
 import platform
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -332,6 +333,7 @@ def main(argv=None) -> int:
     auto = devices.choose_placement(wanted.device, wanted.precision)
     if args.compile == "auto":  # as the server would: the placement's choice (SAPIENS_COMPILE)
         args.compile = "default" if auto.compile else "none"
+    eager = replace(auto, compile=False)  # the per-photo modes run uncompiled (their labels say so)
 
     def tuned_models(placement, compile_mode="none"):
         fast = {k: devices.prepare_model(m, placement) for k, m in _shared_copy(models, backbone).items()}
@@ -361,16 +363,16 @@ def main(argv=None) -> int:
         fast = tuned_models(auto)
         for mode in ("ours", "noflip"):
             if mode in modes:
-                backends[mode] = backend_with(fast, auto, "sdpa")
+                backends[mode] = backend_with(fast, eager, "sdpa")
         if "preview" in modes:
-            backends["preview"] = backend_with(fast, auto, "sdpa", input_scale=0.5)
+            backends["preview"] = backend_with(fast, eager, "sdpa", input_scale=0.5)
     if "baseline" in modes:
         base_models = {k: m.eval().to(auto.device) for k, m in models.items()}  # as published: no tuning
         backends = {"baseline": backend_with(base_models, devices.Placement(auto.device, "fp32"), "eager"),
                     **backends}
     streaming = None
     if "stream" in modes:
-        streaming = backend_with(tuned_models(auto, args.compile), auto, "sdpa")
+        streaming = backend_with(tuned_models(auto, args.compile), replace(auto, compile=args.compile != "none"), "sdpa")
         streaming.exact_stage_times = False  # host and device work overlap: its stages are indicative
     if args.batch > 1:
         return batch_compare(backends["ours"], image, options, args, input_hw)
