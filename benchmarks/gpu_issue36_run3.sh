@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 36, third lease: one call on a lent GPU, run with carry [".gpu", ".whl"] (.gpu/cases from
+# Issue 36, third lease: one call on a lent GPU, run with carry [".gpu", ".whl"] made by
+# benchmarks/gpu_prepare.sh (.gpu/cases from
 # `bench_fit.py --save-cases .gpu/cases --cases clean,sitting,two_people,relative_depth,no_depth`;
-# .whl: roma and transformers wheels and anny's package as anny.tar.xz). What the earlier leases
+# .whl: roma, trimesh and transformers wheels and anny's package as anny.tar.xz). What the earlier leases
 # left open, each part under its own timeout, all within $BUDGET s:
 #   anny's cache (CPU, background) | Sapiens2 0.4B as the server now runs it (compiled backbone,
 #   mixed heads: --compile auto) against the demo baseline | the fit: per case, batched up to 64,
