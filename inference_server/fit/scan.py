@@ -29,7 +29,7 @@ import torch
 
 from .group import Group
 from .observations import BODY_CLASSES
-from .problem import PersonProblem
+from .problem import PersonProblem, start_closed_form
 from .solver import BodyFitter, FitSettings
 from .tensor_ops import charbonnier, rescaled_depth
 from .terms import GroupTerms
@@ -105,10 +105,10 @@ def _fit_views(body, observations, settings, scan, progress, cancel) -> dict:
     for i in range(0, len(probs), size):
         chunk = probs[i:i + size]
         _say(progress, 0.7 * i / len(probs), f"fitting views {i + 1}-{i + len(chunk)} of {len(probs)}")
-        for p in chunk:
-            p.init_closed_form()
-            if agreed is not None:  # the views before agreed on a shape: start from it
-                with torch.no_grad():
+        start_closed_form(chunk, cancel)  # the views' starts in batched passes
+        if agreed is not None:  # the views before agreed on a shape: start from it
+            with torch.no_grad():
+                for p in chunk:
                     p.shape_logit.copy_(agreed)
         tries = fitter._other_folds(chunk)  # a guessed limb fold tried both ways, as solver does
         group = Group([p for tried in tries for p in tried])

@@ -43,7 +43,7 @@ from .group import Group, compiled_for
 from .guessed import joint_sources, limb_report
 from .limits import hinge_floors, hinge_rows
 from .observations import PersonObservation, class_index_of_vertices
-from .problem import PersonProblem
+from .problem import PersonProblem, start_closed_form
 from .solver_settings import FitSettings  # noqa: F401  (re-exported: callers import it from here)
 from .surface_match import SurfaceIndex
 
@@ -145,10 +145,9 @@ class BodyFitter:
                 steps.append(prob.run_plain(s.plain_steps, s.target_joint_px, cancel, s.plain_monitor, started))
             stages = [{"plain": n} for n in steps]
         else:
-            for prob in probs:
-                if cancel is not None:  # per person: a cancel waits for one person's start at most
-                    cancel.check()
-                prob.init_closed_form()
+            if cancel is not None:
+                cancel.check()
+            start_closed_form(probs, cancel)  # everyone's start in batched passes
             metric = all(obs.metric for obs in observations)
             tries = self._other_folds(probs)
             make = self._group_class()

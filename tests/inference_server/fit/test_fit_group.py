@@ -160,3 +160,40 @@ def test_surface_rounds_keep_their_curvature_history_with_metric_depth(body, bod
     rounds = [o for o, n in made if n == settings.surface_steps_without_metric]
     assert len(rounds) == settings.surface_rounds_without_metric  # a new optimiser per round
     assert all(iterations_run(o) <= settings.surface_steps_without_metric for o in rounds)
+
+
+def test_a_groups_start_is_each_persons_start_in_batched_passes(body, two_people):
+    """problem.start_closed_form starts everyone together: each person's size, placement and
+    limbs as its own init_closed_form gives them (float32 batching apart), with the skeletons
+    posed once per step for the group, not once per person: on a GPU each operation is a launch,
+    and person by person the start was half of a batch's fit (docs/performance.md)."""
+    import torch
+
+    from inference_server.fit.problem import PersonProblem, start_closed_form
+    from inference_server.fit.solver import BodyFitter, FitSettings
+
+    class Count(torch.utils._python_dispatch.TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    people = gt_cases.observations(two_people[0]) * 3  # six: two different people, three times
+    fitter = BodyFitter(body, FitSettings())
+    alone = [PersonProblem(fitter, o) for o in people]
+    with Count():
+        alone[0].init_closed_form()
+    one = Count.n
+    for p in alone[1:]:
+        p.init_closed_form()
+    together = [PersonProblem(fitter, o) for o in people]
+    Count.n = 0
+    with Count():
+        start_closed_form(together)
+    assert Count.n < 2 * one, (Count.n, one)  # six people for less than two people's operations
+    for a, b in zip(alone, together):
+        for k in ("pose_free", "shape_logit", "r0", "t0", "log_depth_scale"):
+            assert torch.allclose(getattr(a, k), getattr(b, k), atol=1e-5), k
+        assert a.folds == b.folds
+    assert not torch.allclose(together[0].pose_free, together[1].pose_free)  # each its own limbs
