@@ -353,9 +353,9 @@ def start_closed_form(problems: list, cancel=None) -> None:
             prob._init_depth_scale()
 
 
-def _skeletons(problems: list, phenotypes: torch.Tensor | None = None, repeat: int = 1):
+def _skeletons(problems: list, phenotypes=None, repeat: int = 1):
     """The people's skeletons in one pass: each person's pose ``repeat`` times (rows person-major)
-    with ``phenotypes`` [P*repeat,6] (default: their own)."""
+    with ``phenotypes`` [P*repeat,6] or their RestState (default: their own)."""
     body = problems[0].f.body
     rot = torch.cat([p.rotvecs() for p in problems]).repeat_interleave(repeat, 0)
     if phenotypes is None:
@@ -402,6 +402,8 @@ def init_limbs(problems: list, flips: list) -> None:
     free = {int(b): k for k, b in enumerate(f._free)}
     for prob, flip in zip(problems, flips):
         prob.folds, prob.flipped = [], flip
+    with torch.no_grad():  # the shapes hold here: their rest bodies once, not once per limb
+        rest = f.body.rest_state(torch.cat([p.phenotypes() for p in problems]))
     for side, s in (("left", "L"), ("right", "R")):
         for stem, far, after in LIMB_CHAINS:
             bone = f.body.bone_index[f"{stem}.{s}"]
@@ -411,7 +413,7 @@ def init_limbs(problems: list, flips: list) -> None:
                 placed = [p.placement() for p in problems]
                 r = torch.stack([a for a, _t in placed])
                 t = torch.stack([b for _r, b in placed])
-                sk = _skeletons(problems)
+                sk = _skeletons(problems, rest)
                 rt = r.transpose(1, 2)
                 head = to_numpy64((sk.bone_poses[:, bone, None, :3, 3] @ rt)[:, 0] + t)
                 joints = to_numpy64(sk.joints @ rt + t[:, None])
