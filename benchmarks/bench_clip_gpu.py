@@ -207,7 +207,7 @@ def build_backend(args, input_hw):
 
     import bench_sapiens
     from inference_server.backends import devices
-    from inference_server.backends.sapiens2 import FLOAT32_HEADS, Sapiens2Backend, _compiled, compile_heads
+    from inference_server.backends.sapiens2 import FLOAT32_HEADS, Sapiens2Backend, _compiled
     from inference_server.backends.settings import SapiensSettings
 
     models, _backbone = bench_sapiens.build_models(args.size, input_hw)
@@ -222,9 +222,8 @@ def build_backend(args, input_hw):
         args.compile = "default" if placement.compile else "none"
     if args.compile != "none":
         shared = _compiled(next(iter(fast.values())).model, args.compile)  # eager if compiling fails
-        for m in fast.values():  # as the backend compiles: the backbone and the heads
+        for m in fast.values():
             m.model = shared
-            compile_heads(m, args.compile)
     backend = Sapiens2Backend("0.4b" if args.size == "tiny" else args.size, settings=SapiensSettings(detector=None))
     for m in fast.values():
         m.set_attn_implementation("sdpa")

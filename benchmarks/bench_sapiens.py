@@ -341,12 +341,11 @@ def main(argv=None) -> int:
             keep = devices.mixed_heads if placement.heads == "mixed" else devices.keep_heads_fp32
             fast = {k: keep(m) if k in FLOAT32_HEADS else m for k, m in fast.items()}
         if compile_mode != "none":
-            from inference_server.backends.sapiens2 import _compiled, compile_heads
+            from inference_server.backends.sapiens2 import _compiled
 
             shared = _compiled(next(iter(fast.values())).model, compile_mode)  # eager if compiling fails
-            for m in fast.values():  # as the backend compiles: the backbone and the heads
+            for m in fast.values():
                 m.model = shared
-                compile_heads(m, compile_mode)
         return fast
 
     backends = {}

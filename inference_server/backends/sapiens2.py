@@ -191,8 +191,10 @@ class Sapiens2Backend(SapiensTaskBackend):
             model = (devices.mixed_heads(model) if self.placement.heads == "mixed"
                      else devices.keep_heads_fp32(model))
         if self.placement.compile:
+            # The backbone only: compiling the heads too saved 6 ms per photo on an H200 for ~24 s
+            # of compiling per batch shape (docs/performance.md, third lease): a loss below
+            # thousands of photos.
             model.model = _compiled(model.model)
-            compile_heads(model)
         self._native_hw[task] = native_input_hw(folder, model.config)
         return model
 
@@ -260,16 +262,6 @@ def native_input_hw(folder, config) -> tuple[int, int]:
     size = config.image_size
     hw = (int(size[0]), int(size[1])) if isinstance(size, (list, tuple)) else (int(size), int(size))
     return DEFAULT_INPUT_HW if hw == (224, 224) else hw
-
-
-def compile_heads(model, mode: str | None = None) -> None:
-    """A task model's heads (decode head, the pointmap's scale head) through torch.compile, each
-    falling back to eager alone. Fused, their upsampling convolutions and norms cost less: H200,
-    random 0.4B, batches of 16 with the compiled backbone, heads 18.1 -> 11.8 ms per photo, the
-    photo's four tasks 57.1 -> 51.3 ms (benchmarks/bench_sapiens_stages.py, 2026-11-27)."""
-    for name in ("decode_head", "scale_head"):
-        if getattr(model, name, None) is not None:
-            setattr(model, name, _compiled(getattr(model, name), mode))
 
 
 def _compiled(module, mode: str | None = None):

@@ -324,9 +324,9 @@ def test_mixed_heads_run_the_upsampling_in_bf16_and_the_last_layers_in_float32(t
     b.unload()
 
 
-def test_compiled_placement_compiles_the_heads_too_and_gives_the_eager_maps(tiny_hub, offline_hub):
-    """compile=on (the CUDA default under auto) wraps the backbone and each head (decode head, the
-    pointmap's scale head) in torch.compile; the maps are the eager ones."""
+def test_compiled_placement_compiles_the_backbone_alone_and_gives_the_eager_maps(tiny_hub, offline_hub):
+    """compile=on (the CUDA default under auto) wraps the backbone in torch.compile, not the heads
+    (their compile cost ~24 s for 6 ms per photo on an H200); the maps are the eager ones."""
     from inference_server.backends.settings import SapiensSettings
 
     offline_hub(tiny_hub)
@@ -337,10 +337,10 @@ def test_compiled_placement_compiles_the_heads_too_and_gives_the_eager_maps(tiny
         b.load()
         depth = b.models["depth"]
         wrapped = [type(m).__name__ == "Guard" for m in (depth.model, depth.decode_head, depth.scale_head)]
-        assert wrapped == [mode == "on"] * 3
+        assert wrapped == [mode == "on", False, False]
         maps[mode] = b.analyze(photo(), AnalyzeOptions(tasks=("seg", "depth")))
         if mode == "on":
-            assert type(depth.decode_head).failed is None  # compiled, not fallen back to eager
+            assert type(depth.model).failed is None  # compiled, not fallen back to eager
         b.unload()
     dense = [k for k, v in maps["off"].items() if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.ndim >= 2]
     assert "depth" in dense
