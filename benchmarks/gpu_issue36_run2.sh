@@ -5,27 +5,8 @@
 #   per-stage device times (fp32/bf16 heads, eager/compiled backbone) | the fit: sync audit, graph
 #   solver on the saved cases (+ eager, batched), compiled | the clip if time is left.
 # Results in $OUT (small files); a compact summary at the end (the tool shows the last 12,000 chars).
-set -u
-R=/tmp/res; mkdir -p $R /tmp/site; OUT=${OUT:-$R/out}; mkdir -p $OUT
-T0=$(date +%s); BUDGET=${BUDGET:-325}
-el() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.log; }
-# timeout for a part: its own limit, never past the whole run's budget (min 5 s)
-lim() { local left=$(( BUDGET - ($(date +%s) - T0) )); [ $left -lt $1 ] && echo $(( left > 5 ? left : 5 )) || echo $1; }
-PY=${PY:-python3}
-if [ -f .whl/anny.tar.xz ] && ! $PY -c "import anny" 2>/dev/null; then
-  tar -xJf .whl/anny.tar.xz -C /tmp/site && $PY -m pip install -q --no-index --no-deps --no-compile \
-    --target /tmp/site .whl/*.whl > $R/pip.log 2>&1 || { el "install failed"; tail -5 $R/pip.log; }
-  mkdir -p /tmp/site/anny-0.6.2.dist-info && printf "Metadata-Version: 2.1\nName: anny\nVersion: 0.6.2\n" > /tmp/site/anny-0.6.2.dist-info/METADATA
-  export ANNY_CACHE_DIR=/tmp/anny_cache
-fi
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-DEV=${DEV:-cuda}; SIZE=${SIZE:-0.4b}; INPUT=${INPUT:-1024x768}; CASES=${CASES:-clean,sitting,two_people,relative_depth,no_depth}
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader > $R/gpu.txt 2>&1
-$PY -c "import torch,transformers,numpy,anny; print(torch.__version__, transformers.__version__, numpy.__version__)" >> $R/gpu.txt 2>&1
-el "installed: $(tr '\n' ' ' < $R/gpu.txt)"
-# anny's cache (CPU, ~100 s) beside the Sapiens part
-($PY -c "import time;t=time.time();from inference_server.fit.body_model import BodyModel;BodyModel.load('cpu');print('anny ready',round(time.time()-t,1))" > $R/anny.log 2>&1) &
-AP=$!
+BUDGET=${BUDGET:-325}
+source benchmarks/gpu_lease.sh
 # (b) Sapiens2: the baseline and ours in the same run (this card), then where a batch's device time goes
 timeout $(lim ${SAP_T:-70}) $PY benchmarks/bench_sapiens.py --size $SIZE --modes baseline,ours,stream --images 1 \
   --stream ${SAP_STREAM:-32} --stream-batch 16 --stream-overlap 2 ${SAP_ARGS:-} --json-out $R/sapiens.json > $R/sapiens.log 2>&1

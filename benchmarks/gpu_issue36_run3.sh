@@ -4,30 +4,13 @@
 # `bench_fit.py --save-cases .gpu/cases --cases clean,sitting,two_people,relative_depth,no_depth`;
 # .whl: roma, trimesh and transformers wheels and anny's package as anny.tar.xz). What the earlier leases
 # left open, each part under its own timeout, all within $BUDGET s:
-#   anny's cache (CPU, background) | Sapiens2 0.4B as the server now runs it (compiled backbone,
-#   mixed heads: --compile auto) against the demo baseline | the fit: per case, batched up to 64,
-#   with 8 and 4 line-search step lengths, and a profile of a warm fit of 1 and of 32 people |
-#   the stage times with compiled heads, batches 16 and 32 | the clip if time is left.
+#   anny's cache (CPU, background) | Sapiens2 0.4B as the server runs it (compiled backbone,
+#   mixed heads: --compile auto) against the demo baseline | the fit: per case, batched up to 64
+#   (FIT_GRID: another line-search grid too), and a profile of a warm fit of 1 and of 8 people |
+#   the stage times with the heads eager and compiled, batches 16 and 32 | the clip if time is left.
 # Results in $OUT; a compact summary at the end.
-set -u
-R=/tmp/res; mkdir -p $R /tmp/site; OUT=${OUT:-$R/out}; mkdir -p $OUT
-T0=$(date +%s); BUDGET=${BUDGET:-440}
-el() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.log; }
-lim() { local left=$(( BUDGET - ($(date +%s) - T0) )); [ $left -lt $1 ] && echo $(( left > 5 ? left : 5 )) || echo $1; }
-PY=${PY:-python3}
-if [ -f .whl/anny.tar.xz ] && ! $PY -c "import anny" 2>/dev/null; then
-  tar -xJf .whl/anny.tar.xz -C /tmp/site && $PY -m pip install -q --no-index --no-deps --no-compile \
-    --target /tmp/site .whl/*.whl > $R/pip.log 2>&1 || { el "install failed"; tail -5 $R/pip.log; }
-  mkdir -p /tmp/site/anny-0.6.2.dist-info && printf "Metadata-Version: 2.1\nName: anny\nVersion: 0.6.2\n" > /tmp/site/anny-0.6.2.dist-info/METADATA
-  export ANNY_CACHE_DIR=/tmp/anny_cache
-fi
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-DEV=${DEV:-cuda}; SIZE=${SIZE:-0.4b}; INPUT=${INPUT:-1024x768}; CASES=${CASES:-clean,sitting,two_people,relative_depth,no_depth}
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader > $R/gpu.txt 2>&1
-$PY -c "import torch,transformers,numpy,anny; print(torch.__version__, transformers.__version__, numpy.__version__)" >> $R/gpu.txt 2>&1
-el "installed: $(tr '\n' ' ' < $R/gpu.txt)"
-($PY -c "import time;t=time.time();from inference_server.fit.body_model import BodyModel;BodyModel.load('cpu');print('anny ready',round(time.time()-t,1))" > $R/anny.log 2>&1) &
-AP=$!
+BUDGET=${BUDGET:-440}
+source benchmarks/gpu_lease.sh
 # Sapiens2 as the server runs it on this card (SAPIENS_COMPILE/SAPIENS_HEADS auto), the baseline in the same run
 timeout $(lim ${SAP_T:-110}) $PY benchmarks/bench_sapiens.py --size $SIZE --modes baseline,ours,stream --images 1 \
   --stream ${SAP_STREAM:-32} --stream-batch 16 --stream-overlap 2 --compile auto ${SAP_ARGS:-} --json-out $R/sapiens.json > $R/sapiens.log 2>&1

@@ -29,7 +29,8 @@ import torch
 
 from .group import Group
 from .observations import BODY_CLASSES
-from .problem import PersonProblem, start_closed_form
+from .group_start import start_closed_form
+from .problem import PersonProblem
 from .solver import BodyFitter, FitSettings
 from .tensor_ops import charbonnier, rescaled_depth
 from .terms import GroupTerms

@@ -43,7 +43,8 @@ from .group import Group, compiled_for
 from .guessed import joint_sources, limb_report
 from .limits import hinge_floors, hinge_rows
 from .observations import PersonObservation, class_index_of_vertices
-from .problem import PersonProblem, start_closed_form
+from .group_start import start_closed_form
+from .problem import PersonProblem
 from .solver_settings import FitSettings  # noqa: F401  (re-exported: callers import it from here)
 from .surface_match import SurfaceIndex
 

@@ -163,13 +163,14 @@ def test_surface_rounds_keep_their_curvature_history_with_metric_depth(body, bod
 
 
 def test_a_groups_start_is_each_persons_start_in_batched_passes(body, two_people):
-    """problem.start_closed_form starts everyone together: each person's size, placement and
+    """group_start.start_closed_form starts everyone together: each person's size, placement and
     limbs as its own init_closed_form gives them (float32 batching apart), with the skeletons
     posed once per step for the group, not once per person: on a GPU each operation is a launch,
     and person by person the start was half of a batch's fit (docs/performance.md)."""
     import torch
 
-    from inference_server.fit.problem import PersonProblem, start_closed_form
+    from inference_server.fit.group_start import start_closed_form
+    from inference_server.fit.problem import PersonProblem
     from inference_server.fit.solver import BodyFitter, FitSettings
 
     class Count(torch.utils._python_dispatch.TorchDispatchMode):
@@ -205,7 +206,8 @@ def test_a_groups_surface_matches_are_each_persons_own_with_the_bodies_posed_onc
     import torch
 
     from inference_server.fit.group import Group
-    from inference_server.fit.problem import PersonProblem, start_closed_form
+    from inference_server.fit.group_start import start_closed_form
+    from inference_server.fit.problem import PersonProblem
     from inference_server.fit.solver import BodyFitter, FitSettings
     from inference_server.fit.terms import GroupTerms
 
