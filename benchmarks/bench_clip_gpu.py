@@ -215,9 +215,8 @@ def build_backend(args, input_hw):
     wanted = SapiensSettings.from_env()
     placement = devices.choose_placement(wanted.device, wanted.precision)
     fast = {k: devices.prepare_model(m, placement) for k, m in models.items()}
-    if placement.precision in ("bf16", "fp16"):  # the heads as the backend prepares them
-        keep = devices.mixed_heads if placement.heads == "mixed" else devices.keep_heads_fp32
-        fast = {k: keep(m) if k in FLOAT32_HEADS else m for k, m in fast.items()}
+    # the heads as the backend prepares them
+    fast = {k: devices.regression_heads(m, placement) if k in FLOAT32_HEADS else m for k, m in fast.items()}
     if args.compile == "auto":  # as the server would: the placement's choice (SAPIENS_COMPILE)
         args.compile = "default" if placement.compile else "none"
     if args.compile != "none":

@@ -337,9 +337,8 @@ def main(argv=None) -> int:
 
     def tuned_models(placement, compile_mode="none"):
         fast = {k: devices.prepare_model(m, placement) for k, m in _shared_copy(models, backbone).items()}
-        if placement.precision in ("bf16", "fp16"):  # the heads as the backend prepares them
-            keep = devices.mixed_heads if placement.heads == "mixed" else devices.keep_heads_fp32
-            fast = {k: keep(m) if k in FLOAT32_HEADS else m for k, m in fast.items()}
+        # the heads as the backend prepares them
+        fast = {k: devices.regression_heads(m, placement) if k in FLOAT32_HEADS else m for k, m in fast.items()}
         if compile_mode != "none":
             from inference_server.backends.sapiens2 import _compiled
 

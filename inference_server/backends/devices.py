@@ -230,6 +230,14 @@ def mixed_heads(model, backbone: str = "model"):
     return model
 
 
+def regression_heads(model, placement: Placement):
+    """A regression task's heads as ``placement`` runs them under a half-precision backbone
+    (mixed_heads or keep_heads_fp32); under float32, as they are."""
+    if placement.precision not in ("bf16", "fp16"):
+        return model
+    return mixed_heads(model) if placement.heads == "mixed" else keep_heads_fp32(model)
+
+
 def free_memory(device: str | None = None) -> None:
     """Give cached accelerator memory back after an unload."""
     gc.collect()

@@ -187,9 +187,8 @@ class Sapiens2Backend(SapiensTaskBackend):
             if devices.is_out_of_memory(exc):
                 raise self._oom(task, exc) from exc
             raise
-        if task in FLOAT32_HEADS and self.placement.precision in ("bf16", "fp16"):
-            model = (devices.mixed_heads(model) if self.placement.heads == "mixed"
-                     else devices.keep_heads_fp32(model))
+        if task in FLOAT32_HEADS:
+            model = devices.regression_heads(model, self.placement)
         if self.placement.compile:
             # The backbone only: compiling the heads too saved 6 ms per photo on an H200 for ~24 s
             # of compiling per batch shape (docs/performance.md, third lease): a loss below

@@ -20,6 +20,7 @@ from .bones import LIMB_CHAINS, START_SIZES
 from .correspondences import JOINT_NAMES
 from .tensor_ops import to_numpy64
 
+
 def start_closed_form(problems: list, cancel=None) -> None:
     """PersonProblem.init_closed_form for ``problems`` together: size, placement, limbs, hands,
     and the depth scale where depth is relative."""

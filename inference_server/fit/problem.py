@@ -138,8 +138,8 @@ class PersonProblem:
         return other
 
     def init_limbs(self, flip: frozenset = frozenset()) -> None:
-        """Arms and legs turned in closed form (init_limbs below); the joints in ``flip`` take
-        the other fold."""
+        """Arms and legs turned in closed form (group_start.init_limbs); the joints in ``flip``
+        take the other fold."""
         group_start.init_limbs([self], [flip])
 
     def init_hands(self, turns: int = 24) -> None:
@@ -325,4 +325,3 @@ class PersonProblem:
             placement[:3, :3] = to_numpy64(r)
             placement[:3, 3] = to_numpy64(t)
             return to_numpy64(self.rotvecs()[0]), to_numpy64(self.phenotypes()[0]), placement
-

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from .group import Group
-from .observations import BODY_CLASSES
 from .group_start import start_closed_form
+from .observations import BODY_CLASSES
 from .problem import PersonProblem
 from .solver import BodyFitter, FitSettings
 from .tensor_ops import charbonnier, rescaled_depth

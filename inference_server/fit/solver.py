@@ -40,10 +40,10 @@ from .bones import BODY_BONES, FINGER_BONES
 from .body_model import BodyModel
 from .correspondences import JOINT_NAMES
 from .group import Group, compiled_for
+from .group_start import start_closed_form
 from .guessed import joint_sources, limb_report
 from .limits import hinge_floors, hinge_rows
 from .observations import PersonObservation, class_index_of_vertices
-from .group_start import start_closed_form
 from .problem import PersonProblem
 from .solver_settings import FitSettings  # noqa: F401  (re-exported: callers import it from here)
 from .surface_match import SurfaceIndex
