@@ -166,7 +166,9 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
         for t in tracks:
             if progress is not None:
                 progress(done, len(todo), f"posing the body of track {t.id} on {len(t.frames)} frames")
-            def frames_done(_stage, fraction, message, done=done):  # the server's per-frame progress
+            # the server's per-frame progress; ``done`` and ``t`` bound now: a deferred posing
+            # reports after this loop has moved on to the next track
+            def frames_done(_stage, fraction, message, done=done, t=t):
                 if progress is not None and fraction is not None:
                     progress(done + min(max(float(fraction), 0.0), 1.0), len(todo), f"track {t.id}: {message}")
 
