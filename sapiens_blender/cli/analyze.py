@@ -56,15 +56,20 @@ def register(subparsers) -> None:
 
 
 class ProgressBar:
-    """One line on stderr: [photo i/n] ####---- 42% stage: message. Thread-safe."""
+    """One line on stderr: [photo i/n] ####---- 42% stage: message. Thread-safe. Redrawn in place
+    on a terminal; into a log or a pipe (a TD's render farm), a line of its own each time the
+    stage or the tenth of the way changes, not one per frame."""
 
     def __init__(self, total: int, enabled: bool = True, stream=None, width: int = 24):
         self.total, self.enabled, self.width = total, enabled, width
         self.stream = stream or sys.stderr
+        isatty = getattr(self.stream, "isatty", None)
+        self.tty = bool(isatty and isatty())
         self.index = 0
         self.name = ""
         self._lock = threading.Lock()
         self._last = ""
+        self._logged = None  # (photo name, stage, tenth) of the last line written to a log
 
     def photo(self, index: int, name: str) -> None:
         self.index, self.name = index, name
@@ -87,7 +92,13 @@ class ProgressBar:
         pct = "  ?%" if fraction is None else f"{frac * 100:3.0f}%"
         line = f"[{self.index}/{self.total}] {self.name[:30]} {bar} {pct} {stage}: {message}"[:118]
         with self._lock:
-            if line != self._last:
+            if not self.tty:
+                key = (self.name, stage, None if fraction is None else int(frac * 10))
+                if key != self._logged:
+                    self.stream.write(line + "\n")
+                    self.stream.flush()
+                    self._logged = key
+            elif line != self._last:
                 self.stream.write("\r" + line.ljust(len(self._last)))
                 self.stream.flush()
                 self._last = line
@@ -95,7 +106,11 @@ class ProgressBar:
     def finish_line(self, text: str = "") -> None:
         if self.enabled:
             with self._lock:
-                self.stream.write("\r" + text.ljust(len(self._last)) + "\n")
+                if not self.tty:
+                    if text:
+                        self.stream.write(text + "\n")
+                else:
+                    self.stream.write("\r" + text.ljust(len(self._last)) + "\n")
                 self.stream.flush()
                 self._last = ""
 
