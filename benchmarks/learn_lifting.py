@@ -15,7 +15,8 @@ conventions). 2-4 min on the 2-core VM.
 
 ``--check-maps`` scores the learned network on bench_real.py's saved maps (``--save-maps`` of a
 run with the 3D sets): PA-MPJPE of the lifted joints, of the maps' own ``keypoints_3d`` and of
-the two blended as observations.py blends them, per frame.
+the two blended as observations.py blends them, per frame, and of the network given the label's
+own 2D (the true joints projected: the lifting's worth once the 2D is right).
 """
 
 from __future__ import annotations
@@ -160,9 +161,13 @@ def check_maps(maps: Path, realdata: Path, lifter) -> list[dict]:
             if lifted is None:
                 continue
             both = lifting.blend(near["joints3d"], lifted, LIFT_SHARE)
+            # the same network given the label's own 2D (the true joints projected): what the
+            # lifting alone is worth once the 2D is right
+            from_label = lifting.lift(photo.truth2d, out["intrinsics"], lifter)
             rows.append({"frame": photo.key, "lifted": 1000 * br.pa_mpjpe(lifted, photo.truth3d),
                          "input": 1000 * br.pa_mpjpe(near["joints3d"], photo.truth3d),
-                         "blend": 1000 * br.pa_mpjpe(both, photo.truth3d)})
+                         "blend": 1000 * br.pa_mpjpe(both, photo.truth3d),
+                         "from_label": 1000 * br.pa_mpjpe(from_label, photo.truth3d)})
     return rows
 
 
@@ -193,12 +198,13 @@ def main(argv=None) -> int:
         if args.realdata is None:
             ap.error("--check-maps needs --realdata")
         rows = check_maps(args.check_maps, args.realdata, lifting.Lifter(lifting.read_arrays(args.out)))
-        print(f"{'frame':48s} {'lifted':>7s} {'input':>7s} {'blend':>7s}   (PA-MPJPE mm)")
+        print(f"{'frame':48s} {'lifted':>7s} {'input':>7s} {'blend':>7s} {'label 2D':>9s}   (PA-MPJPE mm)")
         for r in rows:
-            print(f"{r['frame']:48s} {r['lifted']:7.1f} {r['input']:7.1f} {r['blend']:7.1f}")
+            print(f"{r['frame']:48s} {r['lifted']:7.1f} {r['input']:7.1f} {r['blend']:7.1f} {r['from_label']:9.1f}")
         if rows:
-            m = {k: np.mean([r[k] for r in rows]) for k in ("lifted", "input", "blend")}
-            print(f"{'mean of ' + str(len(rows)) + ' frames':48s} {m['lifted']:7.1f} {m['input']:7.1f} {m['blend']:7.1f}")
+            m = {k: np.mean([r[k] for r in rows]) for k in ("lifted", "input", "blend", "from_label")}
+            print(f"{'mean of ' + str(len(rows)) + ' frames':48s} {m['lifted']:7.1f} {m['input']:7.1f} {m['blend']:7.1f}"
+                  f" {m['from_label']:9.1f}")
     return 0
 
 
