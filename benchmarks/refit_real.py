@@ -57,11 +57,13 @@ def refit(photo, out: Path, body, settings) -> dict | None:
             observations.append(observe(pid, mask=m["mask"], parts=m["parts"], part_names_in=m["part_names"],
                                         intrinsics=k, keypoints=m["keypoints"], depth=m.get("depth"),
                                         pointmap=None, metric=bool(m.get("metric", True)),
-                                        keypoints_3d=m.get("keypoints_3d")))
+                                        keypoints_3d=m.get("keypoints_3d"), **_OBSERVE_KW))
         except ObservationError:
             pass
     if observations:
         res = fit_people(body, observations, settings)
+        if "phenotypes" in res and photo.dataset != "humanart-art":  # real people only, once per photo
+            _PHENOTYPES.extend(np.asarray(res["phenotypes"], np.float64).tolist())
         for pid, joints, est in zip(res["person_ids"], res["joints"], res["joints_estimated"]):
             j = {n: np.asarray(joints[i], np.float64) for i, n in enumerate(JOINT_NAMES) if n in SCORED_NAMES}
             names = list(j)
@@ -74,6 +76,8 @@ def refit(photo, out: Path, body, settings) -> dict | None:
 
 
 _FITTED: dict = {}
+_OBSERVE_KW: dict = {}  # observe()'s keyword arguments to try (--observe-kw)
+_PHENOTYPES: list = []  # every fitted real person's [6] phenotypes (gender, age, muscle, weight, height, proportions)
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -102,6 +106,13 @@ def summarize(rows: list[dict]) -> dict:
         a = np.array(pairs)
         s["2d"]["both_recalled"] = len(a)
         s["2d"]["bodies_minus_backend_pct"] = round(float((a[:, 0] - a[:, 1]).mean()), 2)
+    if _PHENOTYPES:
+        # the fitted shapes: real people are mostly of middling weight; a silhouette of loose
+        # clothing read as the body's own pushes weight up (docs/body_fit.md)
+        ph = np.array(_PHENOTYPES)
+        s["shape"] = {"people": len(ph), "weight_mean": round(float(ph[:, 3].mean()), 2),
+                      "weight_over_0.8": int((ph[:, 3] > 0.8).sum()),
+                      "muscle_mean": round(float(ph[:, 2].mean()), 2)}
     return s
 
 
@@ -113,8 +124,10 @@ def main(argv=None) -> int:
     ap.add_argument("--weights", default="{}", help="JSON: FitSettings.weights overrides")
     ap.add_argument("--settings", default="{}", help="JSON: other FitSettings fields")
     ap.add_argument("--observe", default="{}", help="JSON: observations.py constants to try (e.g. WORLD_FLOOR)")
+    ap.add_argument("--observe-kw", default="{}", help="JSON: observe()'s keyword arguments")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args(argv)
+    _OBSERVE_KW.update(json.loads(args.observe_kw))
 
     import torch
 

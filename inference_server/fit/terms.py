@@ -18,12 +18,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .body_model import rotvec_to_matrix
+from .body_model import PHENOTYPE_NAMES, rotvec_to_matrix
 from .correspondences import JOINT_NAMES
 from .limits import hinge_penalty
 from . import pose_prior
 from .procrustes import special_procrustes
 from .tensor_ops import charbonnier, keypoint_cost, pinhole, rescaled_depth
+
+# The girth phenotypes (muscle, weight: adjacent), held nearer the average than the others
+# (FitSettings "girth_prior"); a slice, as an index list would be copied to the device per step.
+_GIRTH = slice(PHENOTYPE_NAMES.index("muscle"), PHENOTYPE_NAMES.index("weight") + 1)
+assert PHENOTYPE_NAMES[_GIRTH] == ("muscle", "weight")
 
 
 @dataclass
@@ -185,6 +190,11 @@ class GroupTerms:
         self.pose_prior_w = pose_prior.limb_weights(self.prior, self.w, guessed * self.wt.get("pose_prior", 0.0),
                                                     self.wt.get("pose_prior_unseen", 0.0))
         self.any_pose_prior = bool((self.pose_prior_w > 0).any())
+        # The girth (muscle, weight) where the dense cues are the clothed outline's guess (the
+        # offline backend, as above): held nearer the average. There, loose clothing read as the
+        # body made bodies heavy (19 of 41 real people at weight > 0.8) and one man's two frames
+        # fitted at weight 0.45 and 0.97 (docs/body_fit.md, "Body shapes on real photos").
+        self.girth_w = guessed * self.wt.get("girth_prior", 0.0)
         if self.any_pose_prior:
             self.pose_model = pose_prior.load(dt, dev)
         # Depth: relative depth solves a scale and shift per person (people without it would
@@ -289,7 +299,8 @@ class GroupTerms:
         loss = loss + self.wt["hinge"] * hinge_penalty(free, f._hinges, f._hinge_floors)
         if f.settings.fingers:
             loss = loss + 0.5 * (self.finger_prior[..., None] * v.pose_fingers ** 2).sum((1, 2))
-        loss = loss + 0.02 * ((v.shape_logit * f.shape_scale) ** 2).sum(-1)
+        shape = v.shape_logit * f.shape_scale  # the phenotypes' logits
+        loss = loss + 0.02 * (shape ** 2).sum(-1) + self.girth_w * (shape[:, _GIRTH] ** 2).sum(-1)
         # Photos show children and adults: past a young adult, "age" mostly bends the rest
         # posture, which the pose can mimic; keep it from trading off against height.
         return loss + 50.0 * torch.relu(v.phenotypes[:, 1] - 0.55) ** 2

@@ -144,3 +144,39 @@ def test_a_last_stage_brings_bodies_with_a_3d_pose_nearer_their_keypoints(body):
     assert row1["joint_mean_cm"] < row0["joint_mean_cm"] + 0.3, (row0, row1)
     plain = [observe(pid, **args) for pid in maps.person_ids]  # no 3D pose: no last stage
     assert fit(polished, plain)[2]["polish"] == 0
+
+
+def test_a_loose_outline_with_a_guessed_depth_keeps_the_girth_average(body, monkeypatch):
+    """The offline backend's case: its silhouette is the clothed outline and its depth a bulge
+    made from that outline, so loose clothing reads as a heavier body. An average body (the
+    clean scene) seen so, its outline grown by 8 px (about 4 % of its height) and its depth
+    the offline backend's bulge of it, with its 3D pose given: without the girth prior it fits
+    at weight 0.67; with it (the default, only where the backend gives its own 3D pose, as the
+    offline backend does) near the truth (0.5)."""
+    import cv2
+    from scipy import ndimage
+
+    from inference_server.fit import observations
+    from inference_server.fit.body_model import PHENOTYPE_NAMES
+    from inference_server.fit.observations import observe
+    from inference_server.fit.solver import FitSettings, fit_people
+    from inference_server.processing.pseudo_depth import inflate
+
+    monkeypatch.setattr(observations, "LIFT_SHARE", 0.0)  # the 3D pose given is the truth
+    maps, bodies = gt_cases.case("clean")
+    mine = maps.mask == 1
+    grown = cv2.dilate(mine.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (17, 17))) > 0
+    nearest = ndimage.distance_transform_edt(~mine, return_distances=False, return_indices=True)
+    parts = (maps.parts[nearest[0], nearest[1]] * grown).astype(np.uint8)  # the ring takes the nearest part
+    hips = (np.asarray(bodies[0].joints["left_hip"]) + np.asarray(bodies[0].joints["right_hip"])) / 2
+    depth = np.where(grown, hips[2] - inflate(grown, hips[2] / float(maps.intrinsics[0, 0])), np.nan)
+    obs = [observe(1, mask=grown.astype(np.uint8), parts=parts, part_names_in=maps.part_names,
+                   intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=depth.astype(np.float32),
+                   metric=True, keypoints_3d=_keypoints_3d(bodies))]
+    held = fit_people(body, obs)["phenotypes"][0]
+    free = FitSettings()
+    free.weights = {**free.weights, "girth_prior": 0.0}
+    loose = fit_people(body, obs, free)["phenotypes"][0]
+    muscle, weight = PHENOTYPE_NAMES.index("muscle"), PHENOTYPE_NAMES.index("weight")
+    assert abs(held[weight] - 0.5) < 0.1 and abs(held[muscle] - 0.5) < 0.1, held
+    assert loose[weight] > 0.6, loose  # the outline alone makes the body heavier
