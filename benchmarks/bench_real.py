@@ -607,10 +607,12 @@ def read_outputs(photo: Photo, built: dict) -> dict:
     """The fitted bodies (3D joints, projected to the photo's pixels) and the backend's people
     (their 2D keypoints), from the joints file and the maps."""
     files = built["files"]
-    bodies, backend, k, scale, image, k3d = [], [], None, (1.0, 1.0), None, None
+    bodies, backend, k, scale, image, k3d, shapes = [], [], None, (1.0, 1.0), None, None, {}
     if files["maps"].is_file():
         with np.load(files["maps"]) as m:
             image = m["image"]
+            if "fit_phenotypes" in m.files and "fit_person_ids" in m.files:  # the fitted shapes
+                shapes = {int(i): [float(x) for x in ph] for i, ph in zip(m["fit_person_ids"], m["fit_phenotypes"])}
             k = np.asarray(m["intrinsics"], np.float64)
             kps = np.asarray(m["keypoints"], np.float64)
             if "keypoints_3d" in m.files:
@@ -632,7 +634,7 @@ def read_outputs(photo: Photo, built: dict) -> dict:
             joints = {n: np.asarray(v["xyz"], np.float64) for n, v in person["joints"].items()}
             names = [n for n in joints if n in SCORED_NAMES]
             uv = project(np.array([joints[n] for n in names]), k) * np.array(scale)
-            bodies.append({"id": person["id"], "joints": joints,
+            bodies.append({"id": person["id"], "joints": joints, "phenotypes": shapes.get(int(person["id"])),
                            "estimated": sorted(n for n, v in person["joints"].items()
                                                if v.get("estimated") and n in SCORED_NAMES),
                            "points": dict(zip(names, map(tuple, uv)))})
@@ -965,7 +967,32 @@ def tables(results: list[dict]) -> tuple[str, dict]:
         else:
             lines.append("(none among the matched people)")
         lines.append("")
+    shapes = body_shapes(results)
+    if shapes:
+        agg["shapes"] = shapes
+        lines += ["### Fitted body shapes (real photos, each body once)", "",
+                  f"{shapes['bodies']} bodies: weight mean {shapes['weight_mean']:.2f} ({shapes['weight_over_0.8']} over 0.8, "
+                  f"{shapes['weight_under_0.2']} under 0.2), muscle mean {shapes['muscle_mean']:.2f} "
+                  f"(anny's phenotypes, 0-1; 0.5 is the average build)", ""]
     return "\n".join(lines), agg
+
+
+def body_shapes(results: list[dict]) -> dict | None:
+    """The fitted bodies' build over the real photos (each build's bodies once; the artworks
+    apart): most real people are of middling weight, and a silhouette of loose clothing read as
+    the body pushes it up (docs/body_fit.md, "Body shapes on real photos")."""
+    seen, rows = set(), []
+    for r in results:
+        if r["dataset"] == "humanart-art" or r.get("build_name") in seen:
+            continue
+        seen.add(r.get("build_name"))
+        rows += [p for p in r.get("bodies_phenotypes", {}).values() if p]
+    if not rows:
+        return None
+    ph = np.array(rows, np.float64)  # gender, age, muscle, weight, height, proportions
+    return {"bodies": len(ph), "weight_mean": round(float(ph[:, 3].mean()), 3),
+            "weight_over_0.8": int((ph[:, 3] > 0.8).sum()), "weight_under_0.2": int((ph[:, 3] < 0.2).sum()),
+            "muscle_mean": round(float(ph[:, 2].mean()), 3)}
 
 
 def _pct(a, b):
@@ -1043,6 +1070,8 @@ def main(argv=None) -> int:
                             "build": {"rc": built["rc"], "seconds": built.get("seconds"),
                                       "error": built.get("error", ""), "reused": built.get("reused", False)},
                             "bodies_estimated_joints": {b["id"]: b["estimated"] for b in out["bodies"]},
+                            "build_name": built_name(photo),
+                            "bodies_phenotypes": {b["id"]: b["phenotypes"] for b in out["bodies"] if b.get("phenotypes")},
                             "score": score})
     finally:
         if shared is not None:

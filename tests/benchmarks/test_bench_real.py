@@ -287,3 +287,20 @@ def test_refit_summary_counts_each_person_once_and_the_fits_own_loss_of_2d():
     assert two["bodies_err_pct"] == 6.0 and two["backend_err_pct"] == 3.0
     assert two["both_recalled"] == 1 and two["bodies_minus_backend_pct"] == 1.0  # label "a" only
     assert (two["standing_legs"], two["standing_legs_over_45"]) == (1, 1)
+
+
+def test_body_shapes_count_each_build_once_and_leave_the_artworks_apart(bench):
+    heavy, average = [0.5, 0.5, 0.1, 0.95, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
+    results = [
+        # two labelled people of one photo share its build: its bodies count once
+        {"dataset": "humanm3", "build_name": "court", "bodies_phenotypes": {1: heavy, 2: average}},
+        {"dataset": "humanm3", "build_name": "court", "bodies_phenotypes": {1: heavy, 2: average}},
+        {"dataset": "coco", "build_name": "street", "bodies_phenotypes": {1: average}},
+        {"dataset": "humanart-art", "build_name": "painting", "bodies_phenotypes": {1: heavy}},
+        {"dataset": "coco", "build_name": "failed", "bodies_phenotypes": {}},
+    ]
+    shapes = bench.body_shapes(results)
+    assert shapes["bodies"] == 3 and shapes["weight_over_0.8"] == 1 and shapes["weight_under_0.2"] == 0
+    assert shapes["weight_mean"] == round((0.95 + 0.5 + 0.5) / 3, 3)
+    assert shapes["muscle_mean"] == round((0.1 + 0.5 + 0.5) / 3, 3)
+    assert bench.body_shapes([{"dataset": "coco", "build_name": "x", "bodies_phenotypes": {}}]) is None
