@@ -194,7 +194,8 @@ class BodyFitter:
         for p in probs:
             p.polishing = True
         try:
-            return group.run_lbfgs(self.settings.polish_steps, dense=True, shape=False, cancel=cancel)
+            return group.run_lbfgs(self.settings.polish_steps, dense=True, shape=self.settings.polish_shape,
+                                   cancel=cancel)
         finally:
             for p in probs:
                 p.polishing = False
