@@ -114,10 +114,11 @@ def test_a_joint_the_backend_barely_sees_keeps_its_3d_at_a_floor_weight():
 
 def test_a_last_stage_brings_bodies_with_a_3d_pose_nearer_their_keypoints(body):
     """FitSettings.polish_steps: with the backend's own 3D pose (the offline backend) the fit ends
-    with the keypoints weighed up (keypoints_polish), the shape held. On the noisy scene (3-px
-    keypoints) the bodies come nearer their keypoints and their joints stay where they were
-    (bench_real's bodies: 2D error 6.01 -> 5.33 %, docs/body_fit.md). Without a 3D pose (the
-    Sapiens backends, the ground-truth table) the stage does not run."""
+    with the keypoints weighed up (keypoints_polish), the shape free (polish_shape; its girth
+    held by the girth prior). On the noisy scene (3-px keypoints) the bodies come nearer their
+    keypoints and their joints and height stay where they were (bench_real's bodies: 2D error
+    6.01 -> 5.33 %, docs/body_fit.md). Without a 3D pose (the Sapiens backends, the ground-truth
+    table) the stage does not run."""
     from inference_server.fit.observations import observe
     from inference_server.fit.solver import FitSettings, fit_people
 
@@ -142,6 +143,7 @@ def test_a_last_stage_brings_bodies_with_a_3d_pose_nearer_their_keypoints(body):
     assert steps0["polish"] == 0 and steps1["polish"] > 0
     assert px1 < 0.9 * px0, (px0, px1)
     assert row1["joint_mean_cm"] < row0["joint_mean_cm"] + 0.3, (row0, row1)
+    assert abs(row1["height_err_cm"]) < abs(row0["height_err_cm"]) + 1.0, (row0, row1)  # the shape free
     plain = [observe(pid, **args) for pid in maps.person_ids]  # no 3D pose: no last stage
     assert fit(polished, plain)[2]["polish"] == 0
 
