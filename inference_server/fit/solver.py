@@ -49,6 +49,13 @@ from .solver_settings import FitSettings  # noqa: F401  (re-exported: callers im
 from .surface_match import SurfaceIndex
 
 
+# The report's "depth" where it is the backend's guess, not a measurement: metric depth with the
+# backend's own 3D pose, i.e. the offline backend's pseudo-depth, made from the person's outline
+# (as the pose prior's doubt and the girth prior read it). Its surface residual says how far the
+# body lies from that guess (loose clothing: a few cm), not whether a measurement is off.
+GUESSED_DEPTH = "guessed from the outline"
+
+
 @dataclass
 class PersonFit:
     person_id: int
@@ -252,7 +259,7 @@ class BodyFitter:
         report = {"seconds": round(seconds, 3), "steps": dict(stages),
                   "reprojection_px": round(err, 2),
                   "reprojection_pct": round(100.0 * err / obs.scale_px, 2),  # of the person's size
-                  "depth": "metric" if obs.metric else
+                  "depth": (GUESSED_DEPTH if obs.world is not None else "metric") if obs.metric else
                   ("relative (scale solved)" if obs.has_depth else "none (keypoints and masks)"),
                   "depth_scale": round(float(prob.depth_scale.detach()), 4) if obs.has_depth and not obs.metric else None,
                   "keypoints_seen": int(obs.seen.sum())}

@@ -141,11 +141,14 @@ def test_a_last_stage_brings_bodies_with_a_3d_pose_nearer_their_keypoints(body):
     px0, row0, steps0 = fit(without, obs)
     px1, row1, steps1 = fit(polished, obs)
     assert steps0["polish"] == 0 and steps1["polish"] > 0
+    # with the backend's own 3D pose the depth is the offline backend's guess, and said to be
+    assert json.loads(fit_people(body, obs, without)["reports"][0])["depth"] == "guessed from the outline"
     assert px1 < 0.9 * px0, (px0, px1)
     assert row1["joint_mean_cm"] < row0["joint_mean_cm"] + 0.3, (row0, row1)
     assert abs(row1["height_err_cm"]) < abs(row0["height_err_cm"]) + 1.0, (row0, row1)  # the shape free
     plain = [observe(pid, **args) for pid in maps.person_ids]  # no 3D pose: no last stage
     assert fit(polished, plain)[2]["polish"] == 0
+    assert json.loads(fit_people(body, plain, without)["reports"][0])["depth"] == "metric"
 
 
 def test_a_loose_outline_with_a_guessed_depth_keeps_the_girth_average(body, monkeypatch):

@@ -77,6 +77,13 @@ def test_the_body_line_says_how_well_the_fit_matched_and_warns_when_poorly():
     poor = dict(good, reprojection_pct=4.2, surface_residual_m=0.05)
     warned = fit_warnings(poor)
     assert len(warned) == 2 and "4.2 %" in warned[0] and "5.0 cm" in warned[1]
+    # The offline backend's depth is a guess from the outline: loose clothing alone puts the body
+    # a few cm behind it, so only a body far from it is warned about, in its own words.
+    guessed = dict(good, depth="guessed from the outline", surface_residual_m=0.036)
+    assert "surface 36 mm from the guessed one (median), depth guessed from the outline" in fit_summary(guessed)
+    assert fit_warnings(guessed) == []
+    far = fit_warnings(dict(guessed, surface_residual_m=0.118))
+    assert len(far) == 1 and "11.8 cm from the depth guessed from this person's outline" in far[0]
     # A report from an older server (no percentage, no depth) still reads.
     assert fit_summary({"reprojection_px": 6.67}) == "6.7 px from the keypoints"
     # Limb folds the fit had to guess (no depth at the joint) are said, and which it turned over.
