@@ -40,12 +40,13 @@ class FitSettings:
     surface_rounds_without_metric: int = 2
     shape_steps: int = 10  # that round's L-BFGS iterations (without metric depth)
     # L-BFGS iterations of a last stage for people with the backend's own 3D pose (the offline
-    # backend), the keypoints weighed "keypoints_polish" instead of "keypoints_with_world"
-    # (the shape as polish_shape says): the stages before trade the keypoints against the pose prior, the pseudo-depth
-    # and the silhouette, which all come from the same landmarks; the bones' 3D directions (laid
-    # into the keypoints' planes) keep each limb's lean out of the image. bench_real on its saved
-    # maps (refit_real.py): the bodies' 2D error 6.01 -> 5.33 % (the backend's 4.68), the 3D
-    # frames 94.9 -> 94.4 mm (docs/body_fit.md "A last look at the keypoints"). 0: none.
+    # backend), the keypoints weighed "keypoints_polish" instead of "keypoints_with_world" (the
+    # shape as polish_shape says): the stages before trade the keypoints against the pose prior,
+    # the pseudo-depth and the silhouette, which all come from the same landmarks; the bones' 3D
+    # directions (laid into the keypoints' planes) keep each limb's lean out of the image.
+    # bench_real on its saved maps (refit_real.py): the bodies' 2D error 6.01 -> 5.33 % (the
+    # backend's 4.68), the 3D frames 94.9 -> 94.4 mm (docs/body_fit.md "A last look at the
+    # keypoints"). 0: none.
     polish_steps: int = 15
     # The shape free in that stage too (its girth held near the average by "girth_prior"): the
     # shoulders' and hips' width then follow the keypoints (the bodies' 2D error on the real
