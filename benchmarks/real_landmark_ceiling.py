@@ -98,17 +98,6 @@ node {
 """
 
 
-def _detection(hips, top, hw):
-    from mediapipe.framework.formats import detection_pb2, location_data_pb2
-
-    det = detection_pb2.Detection()
-    det.location_data.format = location_data_pb2.LocationData.RELATIVE_BOUNDING_BOX
-    for x, y in (hips, top):  # PoseDetectionToRoi reads only these two keypoints
-        k = det.location_data.relative_keypoints.add()
-        k.x, k.y = float(x) / hw[1], float(y) / hw[0]
-    return det
-
-
 class RawLook:
     """One look of the landmark model at a box: (presence, [33,2] pixels), whatever the presence.
     The wheel's own decoding (landmarks refined from the model's heatmap, projected from the
@@ -120,8 +109,10 @@ class RawLook:
         self._graph = SolutionBase(graph_config=_RAW_GRAPH, outputs=["roi", "presence", "landmarks"])
 
     def __call__(self, image: np.ndarray, hips, top) -> tuple[float, np.ndarray]:
+        from inference_server.backends.mediapipe_landmarker import detection_at
+
         h, w = image.shape[:2]
-        res = self._graph.process({"image": np.ascontiguousarray(image), "detection": _detection(hips, top, (h, w))})
+        res = self._graph.process({"image": np.ascontiguousarray(image), "detection": detection_at(hips, top, (h, w))})
         xy = np.array([(p.x * w, p.y * h) for p in res.landmarks.landmark[:33]], np.float64)
         return float(res.presence), xy
 

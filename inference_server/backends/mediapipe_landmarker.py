@@ -83,16 +83,24 @@ class PersonLandmarker:
         """Holistic-like results (``pose_landmarks`` ... ``face_landmarks``, None where not
         found or not asked for) of the person whose hips' centre and body-circle point are
         ``hips``, ``top`` (pixels of ``image``, an RGB uint8 photo)."""
-        from mediapipe.framework.formats import detection_pb2, location_data_pb2
-
-        h, w = image.shape[:2]
-        det = detection_pb2.Detection()
-        det.location_data.format = location_data_pb2.LocationData.RELATIVE_BOUNDING_BOX
-        for x, y in (hips, top):  # PoseDetectionToRoi reads only these two keypoints
-            k = det.location_data.relative_keypoints.add()
-            k.x, k.y = float(x) / w, float(y) / h
+        det = detection_at(hips, top, image.shape[:2])
         res = self._graph.process({"image": np.ascontiguousarray(image), "detection": det})
         return res if self.hands_and_face else _with_none(res, HANDS_AND_FACE_OUTPUTS)
+
+
+def detection_at(hips, top, hw: tuple[int, int]):
+    """The pose detector's answer for a person whose hips' centre and body-circle point are
+    ``hips``, ``top`` (pixels of an image ``hw`` = (height, width)), as the landmark graph's
+    ``PoseDetectionToRoi`` reads it (those two keypoints only)."""
+    from mediapipe.framework.formats import detection_pb2, location_data_pb2
+
+    h, w = hw
+    det = detection_pb2.Detection()
+    det.location_data.format = location_data_pb2.LocationData.RELATIVE_BOUNDING_BOX
+    for x, y in (hips, top):
+        k = det.location_data.relative_keypoints.add()
+        k.x, k.y = float(x) / w, float(y) / h
+    return det
 
 
 def _with_none(res, names):

@@ -8,21 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_modules import benchmark_module
 from repo_paths import REPO
-
-_PATH = REPO / "benchmarks" / "bench_real.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_real_under_test", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
+    with benchmark_module("bench_real") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def _rotation(rng) -> np.ndarray:

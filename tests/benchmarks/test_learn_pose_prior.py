@@ -2,28 +2,17 @@
 """benchmarks/learn_pose_prior.py on a tiny ASF/AMC written here (no mocap download): the
 parser, the forward kinematics, the features and the mixture's EM."""
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
-from repo_paths import REPO
+from benchmark_modules import benchmark_module
 
 pytestmark = [pytest.mark.torch]
-
-_PATH = REPO / "benchmarks" / "learn_pose_prior.py"
 
 
 @pytest.fixture(scope="module")
 def learn():
-    spec = importlib.util.spec_from_file_location("learn_pose_prior_under_test", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with benchmark_module("learn_pose_prior") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def _bone(name, direction, length, axis=(0, 0, 0), dof=""):

@@ -3,32 +3,19 @@
 raw graph of the landmark model answers as the wheel's own graph does, and a label's box is the
 detector's kind of box."""
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
-from repo_paths import REPO
+from benchmark_modules import benchmark_module
 
 from inference_server.backends.mediapipe_landmarker import PersonLandmarker
 from inference_server.processing.image_io import decode_image
 from sapiens_blender.data import sample_photo_path
 
-_PATH = REPO / "benchmarks" / "real_landmark_ceiling.py"
-
 
 @pytest.fixture(scope="module")
 def ceiling():
-    sys.path.insert(0, str(_PATH.parent))  # it imports bench_real beside it
-    spec = importlib.util.spec_from_file_location("real_landmark_ceiling_under_test", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with benchmark_module("real_landmark_ceiling") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
-        sys.path.remove(str(_PATH.parent))
 
 
 def test_label_box_is_the_hips_centre_and_a_circle_towards_the_shoulders(ceiling):
