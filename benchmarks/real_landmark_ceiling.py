@@ -46,15 +46,14 @@ CIRCLE_MARGIN = 1.05  # the body circle: the farthest labelled point from the hi
 PRESENT = 0.5  # the wheel's graph: under this the landmark model reports nobody
 
 # The landmark model alone, fed the detector's kind of box: its raw landmarks and presence score.
-_RAW_GRAPH = r"""
+_RAW_GRAPH_STREAMS = r"""
 input_stream: "image"
 input_stream: "detection"
 output_stream: "roi"
 output_stream: "presence"
 output_stream: "landmarks"
-node { calculator: "ImagePropertiesCalculator" input_stream: "IMAGE_CPU:image" output_stream: "SIZE:size" }
-node { calculator: "PoseDetectionToRoi" input_stream: "DETECTION:detection"
-       input_stream: "IMAGE_SIZE:size" output_stream: "ROI:roi" }
+"""
+_RAW_GRAPH_MODEL = r"""
 node {
   calculator: "ImageToTensorCalculator"
   input_stream: "IMAGE:image" input_stream: "NORM_RECT:roi" output_stream: "TENSORS:input_tensors"
@@ -106,7 +105,10 @@ class RawLook:
     def __init__(self):
         from mediapipe.python.solution_base import SolutionBase
 
-        self._graph = SolutionBase(graph_config=_RAW_GRAPH, outputs=["roi", "presence", "landmarks"])
+        from inference_server.backends.mediapipe_landmarker import ROI_NODES
+
+        graph = _RAW_GRAPH_STREAMS + ROI_NODES + _RAW_GRAPH_MODEL
+        self._graph = SolutionBase(graph_config=graph, outputs=["roi", "presence", "landmarks"])
 
     def __call__(self, image: np.ndarray, hips, top) -> tuple[float, np.ndarray]:
         from inference_server.backends.mediapipe_landmarker import detection_at

@@ -16,6 +16,12 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+# The landmark model's crop ("roi") from the streams "image" and "detection" (detection_at's).
+ROI_NODES = r"""
+node { calculator: "ImagePropertiesCalculator" input_stream: "IMAGE_CPU:image" output_stream: "SIZE:size" }
+node { calculator: "PoseDetectionToRoi" input_stream: "DETECTION:detection"
+       input_stream: "IMAGE_SIZE:size" output_stream: "ROI:roi" }
+"""
 _GRAPH = r"""
 input_stream: "image"
 input_stream: "detection"
@@ -23,9 +29,7 @@ output_stream: "pose_landmarks"
 output_stream: "pose_world_landmarks"
 output_stream: "segmentation_mask"
 output_stream: "auxiliary_landmarks"
-node { calculator: "ImagePropertiesCalculator" input_stream: "IMAGE_CPU:image" output_stream: "SIZE:size" }
-node { calculator: "PoseDetectionToRoi" input_stream: "DETECTION:detection"
-       input_stream: "IMAGE_SIZE:size" output_stream: "ROI:roi" }
+""" + ROI_NODES + r"""
 node {
   calculator: "PoseLandmarkByRoiCpu"
   input_stream: "IMAGE:image" input_stream: "ROI:roi"
