@@ -38,6 +38,10 @@ import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from inference_server.backends import mediapipe_people as people  # noqa: E402
+from inference_server.backends.mediapipe_landmarker import (ROI_NODES, Looks, PersonLandmarker,  # noqa: E402
+                                                            detection_at, shrunk)
+
 from bench_real import (MATCH_FRACTION, MEDIAPIPE_INDEX, data_root, load_2d_sets,  # noqa: E402
                         person_error)
 
@@ -105,14 +109,10 @@ class RawLook:
     def __init__(self):
         from mediapipe.python.solution_base import SolutionBase
 
-        from inference_server.backends.mediapipe_landmarker import ROI_NODES
-
         graph = _RAW_GRAPH_STREAMS + ROI_NODES + _RAW_GRAPH_MODEL
         self._graph = SolutionBase(graph_config=graph, outputs=["roi", "presence", "landmarks"])
 
     def __call__(self, image: np.ndarray, hips, top) -> tuple[float, np.ndarray]:
-        from inference_server.backends.mediapipe_landmarker import detection_at
-
         h, w = image.shape[:2]
         res = self._graph.process({"image": np.ascontiguousarray(image), "detection": detection_at(hips, top, (h, w))})
         xy = np.array([(p.x * w, p.y * h) for p in res.landmarks.landmark[:33]], np.float64)
@@ -150,9 +150,6 @@ def main(argv=None) -> int:
     ap.add_argument("--bench-json", type=Path, help="bench_real.py's --json-out, for the union")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args(argv)
-    from inference_server.backends import mediapipe_people as people
-    from inference_server.backends.mediapipe_landmarker import Looks, PersonLandmarker, shrunk
-
     wanted = set(args.sets.split(","))
     photos = [p for p in load_2d_sets(data_root(args.data)) if p.dataset in wanted]
     raw, landmarker = RawLook(), PersonLandmarker(hands_and_face=False)

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_real import (_LOADERS_3D, SCORED_NAMES, built_name, data_root, legs_over_45,  # noqa: E402
-                        load_2d_sets, project, read_outputs, score_2d, score_3d)
+from bench_real import (_LOADERS_3D, SCORED_NAMES, body_shapes, built_name, data_root,  # noqa: E402
+                        legs_over_45, load_2d_sets, project, read_outputs, score_2d, score_3d)
 
 MAPS_KEYS = ("image", "mask", "parts", "part_names", "intrinsics", "keypoints", "keypoints_3d", "depth", "metric")
 
@@ -57,18 +57,17 @@ def refit(photo, out: Path, body, settings) -> dict | None:
             observations.append(observe(pid, mask=m["mask"], parts=m["parts"], part_names_in=m["part_names"],
                                         intrinsics=k, keypoints=m["keypoints"], depth=m.get("depth"),
                                         pointmap=None, metric=bool(m.get("metric", True)),
-                                        keypoints_3d=m.get("keypoints_3d"), **_OBSERVE_KW))
+                                        keypoints_3d=m.get("keypoints_3d")))
         except ObservationError:
             pass
     if observations:
         res = fit_people(body, observations, settings)
-        if "phenotypes" in res and photo.dataset != "humanart-art":  # real people only, once per photo
-            _PHENOTYPES.extend(np.asarray(res["phenotypes"], np.float64).tolist())
-        for pid, joints, est in zip(res["person_ids"], res["joints"], res["joints_estimated"]):
+        for pid, joints, est, ph in zip(res["person_ids"], res["joints"], res["joints_estimated"], res["phenotypes"]):
             j = {n: np.asarray(joints[i], np.float64) for i, n in enumerate(JOINT_NAMES) if n in SCORED_NAMES}
             names = list(j)
             uv = project(np.array([j[n] for n in names]), k) * scale
             scored["bodies"].append({"id": int(pid), "joints": j, "points": dict(zip(names, map(tuple, uv))),
+                                     "phenotypes": [float(x) for x in ph],
                                      "estimated": sorted(n for i, n in enumerate(JOINT_NAMES)
                                                          if n in SCORED_NAMES and est[i])})
     _FITTED[path] = scored["bodies"]
@@ -76,8 +75,6 @@ def refit(photo, out: Path, body, settings) -> dict | None:
 
 
 _FITTED: dict = {}
-_OBSERVE_KW: dict = {}  # observe()'s keyword arguments to try (--observe-kw)
-_PHENOTYPES: list = []  # every fitted real person's [6] phenotypes (gender, age, muscle, weight, height, proportions)
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -106,13 +103,9 @@ def summarize(rows: list[dict]) -> dict:
         a = np.array(pairs)
         s["2d"]["both_recalled"] = len(a)
         s["2d"]["bodies_minus_backend_pct"] = round(float((a[:, 0] - a[:, 1]).mean()), 2)
-    if _PHENOTYPES:
-        # the fitted shapes: real people are mostly of middling weight; a silhouette of loose
-        # clothing read as the body's own pushes weight up (docs/body_fit.md)
-        ph = np.array(_PHENOTYPES)
-        s["shape"] = {"people": len(ph), "weight_mean": round(float(ph[:, 3].mean()), 2),
-                      "weight_over_0.8": int((ph[:, 3] > 0.8).sum()),
-                      "muscle_mean": round(float(ph[:, 2].mean()), 2)}
+    shapes = body_shapes(rows)  # bench_real's own count of the fitted builds
+    if shapes:
+        s["shape"] = shapes
     return s
 
 
@@ -124,10 +117,8 @@ def main(argv=None) -> int:
     ap.add_argument("--weights", default="{}", help="JSON: FitSettings.weights overrides")
     ap.add_argument("--settings", default="{}", help="JSON: other FitSettings fields")
     ap.add_argument("--observe", default="{}", help="JSON: observations.py constants to try (e.g. WORLD_FLOOR)")
-    ap.add_argument("--observe-kw", default="{}", help="JSON: observe()'s keyword arguments")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args(argv)
-    _OBSERVE_KW.update(json.loads(args.observe_kw))
 
     import torch
 
@@ -156,7 +147,8 @@ def main(argv=None) -> int:
             print(f"  {photo.key}: no maps in {args.out}", flush=True)
             continue
         score = score_3d(photo, scored, None) if photo.truth3d is not None else score_2d(photo, scored)
-        rows.append({"key": photo.key, "dataset": photo.dataset, "score": score})
+        rows.append({"key": photo.key, "dataset": photo.dataset, "score": score, "build_name": built_name(photo),
+                     "bodies_phenotypes": {b["id"]: b["phenotypes"] for b in scored["bodies"] if b.get("phenotypes")}})
         if photo.truth3d is not None:
             print(f"  {photo.key}: fit {score.get('fit_pa_mm')} mm (input {score.get('input_pa_mm')}), "
                   f"2D {score.get('fit_2d_pct')} %", flush=True)
