@@ -28,6 +28,10 @@ that folder exists (``--sets`` names them; never committed either, research-only
   multi-view SMPL fit, ``T_C_B`` applied (body to camera). ``git --git-dir=<mirror> archive HEAD
   data/test/samples | tar -x -C DIR/zju_mocap --strip-components=3``.
 
+``--turned`` builds and scores every photo turned a quarter clockwise instead (written into
+``--out/turned``, the labels and the 3D truth turned with it): a camera held on its side, people
+lying across the picture (docs/body_fit.md "Lying people").
+
 Neither set has 2D labels: the label is the 3D joints projected with the dataset's camera
 (ZJU's through its lens distortion), the box spans all of its joints. Joints map by name onto
 the 12 limb joints (SMPL's 24: shoulders 16/17, elbows 18/19, wrists 20/21, hips 1/2, knees
@@ -467,6 +471,37 @@ def load_zju_mocap(root: Path) -> list[Photo]:
 
 
 # 3D sets beyond mmpose's samples: set name -> folder under --data (see the docstring)
+def turned(photo: Photo, folder: Path) -> Photo:
+    """``photo`` turned a quarter clockwise (written into ``folder``), its labels with it: the
+    camera held on its side, the person lying across the picture. The 3D truth turns about the
+    optical axis alike (PA-MPJPE does not see the turn; the root's distance does)."""
+    import cv2
+
+    h, w = photo.hw
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{photo.key}.turned{photo.path.suffix}"
+    if not path.is_file():
+        image = cv2.imread(str(photo.path), cv2.IMREAD_UNCHANGED)
+        if image is None:
+            raise SystemExit(f"error: cannot read {photo.path}")
+        cv2.imwrite(str(path), cv2.rotate(image, cv2.ROTATE_90_CLOCKWISE))
+
+    def pt(x, y):  # a pixel of the photo -> the turned photo's
+        return (h - 1 - float(y), float(x))
+
+    def box(b):
+        x, y, bw, bh = b
+        return (h - 1 - float(y) - float(bh), float(x), float(bh), float(bw))
+
+    labels = [Label(lb.ident, {n: pt(*p) for n, p in lb.points.items()}, box(lb.box), lb.size) for lb in photo.labels]
+    turn = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # X' = -Y, Y' = X
+    return Photo(photo.dataset, path, f"{photo.key}__turned", (w, h), labels, [box(b) for b in photo.other_boxes],
+                 photo.complete_labels,
+                 None if photo.truth3d is None else photo.truth3d @ turn.T,
+                 None if photo.truth2d is None else np.array([pt(*p) for p in photo.truth2d]),
+                 photo.focal, None if photo.build_key is None else f"{photo.build_key}__turned")
+
+
 EXTRA_3D_SETS = {"humanm3": "humanm3_demo", "zju_mocap": "zju_mocap"}
 SETS_3D = ("mpi_inf_3dhp", *EXTRA_3D_SETS)
 _LOADERS_3D = {"mpi_inf_3dhp": load_3dhp, "humanm3": load_humanm3, "zju_mocap": load_zju_mocap}
@@ -1016,6 +1051,9 @@ def main(argv=None) -> int:
                     help="let each build start its own local server, as a lone `build` does")
     ap.add_argument("--reuse", action="store_true", help="score existing outputs in --out instead of building again")
     ap.add_argument("--draw", action="store_true", help="write an overlay PNG per photo into --out")
+    ap.add_argument("--turned", action="store_true",
+                    help="score every photo turned a quarter clockwise (written into --out/turned): "
+                         "a camera held on its side, people lying across the picture")
     ap.add_argument("--focal-scales", default=None,
                     help="comma-separated factors, e.g. 0.6,0.8,1,1.25,1.6: also fit the 3D frames' maps again "
                          "at each times the assumed focal (real_focal.py)")
@@ -1038,6 +1076,8 @@ def main(argv=None) -> int:
 
         args.out = Path(tempfile.mkdtemp(prefix="bench_real_"))
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.turned:
+        photos = [turned(p, args.out / "turned") for p in photos]
     cli = cli_path(args.cli)
     print(f"{len(photos)} photos from {root}; outputs in {args.out}", flush=True)
 
@@ -1066,7 +1106,7 @@ def main(argv=None) -> int:
             status = "ok" if built["rc"] == 0 else f"build failed: {built.get('error')}"
             print(f"[{n}/{len(photos)}] {photo.key}: {len(out['bodies'])} bodies, "
                   f"{len(out['backend'])} backend people, {status} ({_f(built.get('seconds'))} s)", flush=True)
-            results.append({"dataset": photo.dataset, "key": photo.key, "photo": str(photo.path.relative_to(root)),
+            results.append({"dataset": photo.dataset, "key": photo.key, "photo": str(photo.path.relative_to(root) if photo.path.is_relative_to(root) else photo.path),
                             "build": {"rc": built["rc"], "seconds": built.get("seconds"),
                                       "error": built.get("error", ""), "reused": built.get("reused", False)},
                             "bodies_estimated_joints": {b["id"]: b["estimated"] for b in out["bodies"]},

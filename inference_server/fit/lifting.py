@@ -18,6 +18,12 @@ so that the hips' centre lies on the optical axis (the view a camera pointed at 
 would have: a person at the edge of a wide lens is seen obliquely), projected, centred on the
 hips and scaled to unit spread. The output is in that turned camera's axes (x right, y down,
 z away), hips at 0, unit spread, and is turned back to the camera's axes.
+
+The network learned from cameras held level, so it knows people whose torsos stand up in the
+picture. A person lying down, upside down, or photographed with the camera on its side is
+rolled first (about the turned camera's axis, so that the hips-to-shoulders line points up),
+lifted, and the answer rolled back: the lifting then answers any roll of the picture alike
+(docs/body_fit.md "Lying people: the lifting turned upright").
 """
 
 from __future__ import annotations
@@ -41,6 +47,11 @@ HIPS = (LIFT_JOINTS.index("right_hip"), LIFT_JOINTS.index("left_hip"))
 # The same joints with the body's sides exchanged (a mirrored view's rows).
 MIRROR = mirror_order(LIFT_JOINTS)
 MIN_SPREAD_PX = 1.0  # joints spread over less than a pixel hold no pose
+SHOULDERS = (LIFT_JOINTS.index("right_shoulder"), LIFT_JOINTS.index("left_shoulder"))
+# The torso's picture (hips' centre to shoulders' centre, x the joints' RMS spread) below which
+# its direction is noise (a torso seen end-on, from above): the roll fades out from UPRIGHT_FULL
+# down to UPRIGHT_NONE (an upright adult's is about 0.6).
+UPRIGHT_FULL, UPRIGHT_NONE = 0.3, 0.1
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which the weights were learned with
 
 
@@ -64,6 +75,28 @@ def centring_turn(xy: np.ndarray, intrinsics: np.ndarray) -> tuple[np.ndarray, n
     turn = rotation_between(rays[list(HIPS)].mean(0), np.array([0.0, 0.0, 1.0]))
     q = rays @ turn.T
     return q[:, :2] / q[:, 2:], turn
+
+
+def upright_roll(uv: np.ndarray):
+    """The angle (radians) to turn the picture ``uv`` [...,12,2] (x right, y down) about the hips'
+    centre by for the hips-to-shoulders line to point up: 0 for an upright torso, about -pi/2
+    for a person lying with the head to the right. Faded to 0 where the torso's picture is short
+    (UPRIGHT_FULL, UPRIGHT_NONE): its direction is unknown there. A float for one picture, an
+    array for a batch."""
+    uv = np.asarray(uv, np.float64)
+    hips = uv[..., list(HIPS), :].mean(-2)
+    torso = uv[..., list(SHOULDERS), :].mean(-2) - hips
+    spread = np.sqrt(((uv - hips[..., None, :]) ** 2).sum(-1).mean(-1))
+    length = np.linalg.norm(torso, axis=-1) / np.maximum(spread, 1e-12)
+    fade = np.clip((length - UPRIGHT_NONE) / (UPRIGHT_FULL - UPRIGHT_NONE), 0.0, 1.0)
+    angle = -fade * np.arctan2(torso[..., 0], -torso[..., 1])
+    return float(angle) if angle.ndim == 0 else angle
+
+
+def roll_about_axis(angle: float) -> np.ndarray:
+    """[3,3] the rotation about the camera's z by ``angle``: its top-left [2,2] turns pictures."""
+    c, s = np.cos(angle), np.sin(angle)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
 class Lifter:
@@ -119,8 +152,9 @@ def lift(xy: np.ndarray, intrinsics: np.ndarray, lifter: Lifter | None = None) -
     if xy.shape != (len(LIFT_JOINTS), 2) or not np.isfinite(xy).all() or np.ptp(xy, 0).max() < MIN_SPREAD_PX:
         return None  # nothing to read a pose from (joints missing, or all on one pixel)
     uv, turn = centring_turn(xy, np.asarray(intrinsics, np.float64))
-    out = (lifter or load())(normalize_2d(uv)[None])[0].astype(np.float64)
-    return unit_spread(out @ turn)  # rows are vectors: v_cam = turn^T v_turned
+    roll = roll_about_axis(upright_roll(uv))  # the hips lie on the axis: a roll turns the picture
+    out = (lifter or load())(normalize_2d(uv @ roll[:2, :2].T)[None])[0].astype(np.float64)
+    return unit_spread(out @ roll @ turn)  # rows are vectors: v_cam = turn^T roll^T v_rolled
 
 
 def blend(world: np.ndarray, lifted: np.ndarray, share: float) -> np.ndarray:
@@ -130,4 +164,4 @@ def blend(world: np.ndarray, lifted: np.ndarray, share: float) -> np.ndarray:
 
 
 __all__ = ["LIFT_JOINTS", "Lifter", "blend", "centring_turn", "lift", "load", "normalize_2d",
-           "read_arrays", "unit_spread", "write_arrays"]
+           "read_arrays", "roll_about_axis", "unit_spread", "upright_roll", "write_arrays"]

@@ -297,3 +297,33 @@ def test_body_shapes_count_each_build_once_and_leave_the_artworks_apart(bench):
     assert shapes["weight_mean"] == round((0.95 + 0.5 + 0.5) / 3, 3)
     assert shapes["muscle_mean"] == round((0.1 + 0.5 + 0.5) / 3, 3)
     assert bench.body_shapes([{"dataset": "coco", "build_name": "x", "bodies_phenotypes": {}}]) is None
+
+
+def test_a_turned_photo_carries_its_labels_and_truth_with_it(bench, tmp_path):
+    """--turned: the photo written a quarter turned clockwise, each labelled point on the same
+    pixel of the turned photo, the 3D truth turned about the optical axis so that it still
+    projects onto its labels (the turned camera: focal lengths swapped, principal point moved)."""
+    import cv2
+
+    h, w = 30, 50
+    image = np.zeros((h, w, 3), np.uint8)
+    image[7, 41] = (255, 255, 255)  # row 7, column 41: x = 41, y = 7
+    path = tmp_path / "p.png"
+    cv2.imwrite(str(path), image)
+    k = np.array([[60.0, 0, 24.5], [0, 70.0, 14.5], [0, 0, 1]])
+    truth = np.array([[0.1, -0.2, 2.0], [-0.3, 0.25, 3.0]])
+    uv = bench.project(truth, k)
+    label = bench.Label("1", {"left_wrist": (41.0, 7.0), "left_knee": tuple(uv[1])}, (40.0, 5.0, 4.0, 6.0), 5.0)
+    photo = bench.Photo("mpi_inf_3dhp", path, "p", (h, w), [label], [(1.0, 2.0, 3.0, 4.0)],
+                        truth3d=truth, truth2d=uv)
+    t = bench.turned(photo, tmp_path / "turned")
+    turned = cv2.imread(str(t.path))
+    assert turned.shape[:2] == (w, h) and t.hw == (w, h) and t.key == "p__turned"
+    x, y = t.labels[0].points["left_wrist"]
+    assert turned[int(y), int(x)].max() == 255 and turned.sum() == 3 * 255  # the marked pixel moved with it
+    bx, by, bw, bh = t.labels[0].box
+    assert (bw, bh) == (6.0, 4.0) and bx <= x <= bx + bw and by <= y <= by + bh
+    k_turned = np.array([[70.0, 0, h - 1 - 14.5], [0, 60.0, 24.5], [0, 0, 1]])
+    assert np.allclose(bench.project(t.truth3d, k_turned), t.truth2d)
+    assert np.allclose(t.truth2d[1], t.labels[0].points["left_knee"])
+    assert bench.pa_mpjpe(t.truth3d, truth) < 1e-9  # the same body, turned
