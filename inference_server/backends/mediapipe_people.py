@@ -30,6 +30,7 @@ from ..processing.pseudo_depth import (
 )
 from ..dataplane.base import AnalyzeOptions, CancelToken, ProgressFn
 from .mediapipe_ghosts import SAME_PERSON, keep_people, on_a_bigger_one, same_person, torso_size
+from .mediapipe_detector import SURE_SCORE
 from .mediapipe_landmarker import Looks, shrunk
 from .mediapipe_landmarks import POSE, to_goliath, to_goliath_3d
 from .mediapipe_parts import parts_and_depth
@@ -68,6 +69,9 @@ class Person:
     roi: tuple = ((0.0, 0.0), (0.0, 0.0))  # the landmarks' box: hips' centre, body-circle point (px)
     first: np.ndarray | None = None  # [33,4] pose of the first look, at the detection's box
     score: float = 1.0  # the detector's score of the candidate that placed them
+    # how far other looks at the person's box move their landmarks (x torso size; look_spread):
+    # measured for unsure detections only, 0 for the others
+    spread: float = 0.0
 
 
 def _points(landmarks, w: int, h: int) -> np.ndarray | None:
@@ -136,6 +140,11 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
                 _average(full[0], person.first)
             full[0].score = person.score
             people[k], seg[k] = full
+    for person in people:
+        if person.score < SURE_SCORE and person.face is None:  # else a person whatever the looks say
+            if cancel is not None:
+                cancel.check()
+            person.spread = look_spread(look, person)
     keep = keep_people(people, seg)
     people, seg = [people[k] for k in keep], [seg[k] for k in keep]
     if people and WORLD_LOOKS and world_looks:
@@ -201,6 +210,35 @@ def _same_torso(a: np.ndarray, b: np.ndarray) -> bool:
 
 # A landmark's partner on the other side (the mirrored photo's left wrist is the person's right).
 _MIRROR = list(mirror_order(POSE))
+# Looks at a person's box that a real person answers alike: (on the mirrored photo, box scale).
+SPREAD_LOOKS = ((True, 1.0), (False, 0.9), (False, 1.1))
+_SPREAD_POINTS = [POSE[n] for n in ("nose", "left_shoulder", "right_shoulder", "left_elbow", "right_elbow",
+                                    "left_wrist", "right_wrist", "left_hip", "right_hip", "left_knee",
+                                    "right_knee", "left_ankle", "right_ankle")]
+
+
+def look_spread(look: Looks, person: Person) -> float:
+    """The median, over SPREAD_LOOKS at the person's box, of how far a look's nose and limb joints
+    lie from the person's (mean distance, x torso size; inf where a look finds nobody). A person
+    is answered alike from a mirrored photo or a slightly larger box (the real photos' people:
+    <= 0.24); what the landmark model draws into branches, a chair under a cloth or studio lights
+    moves with the look (0.42 and more, or nobody found): mediapipe_ghosts.UNSTEADY."""
+    h, w = look.hw
+    hips, top = (np.asarray(p, np.float64) for p in person.roi)
+    size = torso_size(person.pose)
+    moves = []
+    for mirror, scale in SPREAD_LOOKS:
+        res = look(hips, hips + scale * (top - hips), False, mirror)
+        if res.pose_landmarks is None:
+            moves.append(float("inf"))
+            continue
+        pose = _points(res.pose_landmarks, w, h)
+        if mirror:
+            pose[:, 0] = w - pose[:, 0]
+            pose = pose[_MIRROR]
+        moves.append(float(np.linalg.norm(pose[_SPREAD_POINTS] - person.pose[_SPREAD_POINTS, :2], axis=1).mean()) / size)
+    return float(np.median(moves))
+
 
 
 def _steady_world(look: Looks, person: Person) -> None:

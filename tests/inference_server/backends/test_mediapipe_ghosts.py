@@ -13,6 +13,9 @@ from inference_server.backends.mediapipe_detector import Candidate
 from inference_server.backends.mediapipe_landmarks import POSE
 from inference_server.backends.mediapipe_ghosts import narrow, upside_down
 from inference_server.backends.mediapipe_people import detect_people
+from inference_server.processing.goliath import mirror_order
+
+MIRROR = list(mirror_order(POSE))
 
 H = W = 400
 LIMBS = (("left_shoulder", "left_elbow"), ("left_elbow", "left_wrist"), ("right_shoulder", "right_elbow"),
@@ -73,21 +76,34 @@ def _find_people(*bodies, settles=None):
         return sorted((b.cand for b in bodies), key=lambda c: -c.score)
 
     def process(image, hips, top, full):
-        b = min(bodies, key=lambda b: np.linalg.norm(b.cand.hips - np.asarray(hips)))
+        mirrored = image[0, -1, 0] == 255  # the photo flipped left to right (its marker moved)
+        hips, top = np.asarray(hips, np.float64), np.asarray(top, np.float64)
+        if mirrored:
+            hips, top = np.array([W - hips[0], hips[1]]), np.array([W - top[0], top[1]])
+        b = min(bodies, key=lambda b: np.linalg.norm(b.cand.hips - hips))
         if full:
             b = settles.get(id(b), b)
-        world = b.world
+        pose, world, aux = b.pose.copy(), b.world.copy(), np.array([b.cand.hips, b.cand.top], np.float64)
+        unsteady = getattr(b, "unsteady", 0.0)
+        if unsteady and (mirrored or abs(np.linalg.norm(top - hips) / b.cand.radius - 1.0) > 0.05):
+            pose[:, 0] += unsteady * 40.0  # another look, another answer (the torso is 75 px)
+        if mirrored:  # the same person seen mirrored: x flipped, the sides exchanged
+            pose, world = pose[MIRROR], world[MIRROR]
+            pose[:, 0], world[:, 0], aux[:, 0] = W - pose[:, 0], -world[:, 0], W - aux[:, 0]
         face = None
         if full and b.face:
-            face = _lm([(*(b.pose[0, :2] + (np.cos(a) * 8, np.sin(a) * 8)), 1.0)
+            face = _lm([(*(pose[0, :2] + (np.cos(a) * 8, np.sin(a) * 8)), 1.0)
                         for a in np.linspace(0, 6.28, 468)])
         return SimpleNamespace(
-            pose_landmarks=_lm(b.pose), pose_world_landmarks=SimpleNamespace(
+            pose_landmarks=_lm(pose), pose_world_landmarks=SimpleNamespace(
                 landmark=[SimpleNamespace(x=x, y=y, z=z) for x, y, z in world]),
-            segmentation_mask=b.seg, auxiliary_landmarks=_lm([(*b.cand.hips, 1), (*b.cand.top, 1)]),
+            segmentation_mask=b.seg[:, ::-1] if mirrored else b.seg,
+            auxiliary_landmarks=_lm([(*aux[0], 1), (*aux[1], 1)]),
             left_hand_landmarks=None, right_hand_landmarks=None, face_landmarks=face)
 
-    people = detect_people(process, find, np.zeros((H, W, 3), np.uint8), 16)
+    photo = np.zeros((H, W, 3), np.uint8)
+    photo[0, 0, 0] = 255  # a marker: where it lands tells the fake model a mirrored look
+    people = detect_people(process, find, photo, 16)
     return sorted(round(p.score, 2) for p in people)
 
 
@@ -180,3 +196,25 @@ def test_a_person_whose_last_look_lands_on_someone_placed_is_one_person():
     again = _body(0.34, legs_off, face=True)
     assert _find_people(seated, edge) == [0.34, 0.92]  # apart, both people
     assert _find_people(seated, edge, settles={id(edge): again}) == [0.92]
+
+
+def test_an_unsure_body_that_other_looks_move_is_no_one():
+    """An unsure detection (< SURE_SCORE) without a face, whose landmarks move when the box is
+    scaled or the photo mirrored (what the model draws into branches, studio lights, a chair
+    under a cloth), is dropped; one that the looks answer alike is a person, and so is the
+    moving one when the detector is sure or a face is found."""
+    steady = _body(0.4, SEATED, face=False)
+    assert _find_people(steady) == [0.4]
+    moving = _body(0.4, SEATED, face=False)
+    moving.unsteady = 0.5  # 0.5 of its torso's length (about 0.27 torso sizes: still kept)
+    assert _find_people(moving) == [0.4]
+    moving.unsteady = 1.0  # a whole torso away: no one
+    assert _find_people(moving) == []
+    beside = _body(0.9, {n: (x + 260, y) for n, (x, y) in SEATED.items()})
+    assert _find_people(moving, beside) == [0.9]
+    sure = _body(0.6, SEATED, face=False)
+    sure.unsteady = 1.0
+    assert _find_people(sure) == [0.6]
+    faced = _body(0.4, SEATED, face=True)
+    faced.unsteady = 1.0
+    assert _find_people(faced) == [0.4]
