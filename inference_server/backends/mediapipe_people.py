@@ -29,8 +29,7 @@ from ..processing.pseudo_depth import (
     smooth_inside,
 )
 from ..dataplane.base import AnalyzeOptions, CancelToken, ProgressFn
-from .mediapipe_ghosts import SAME_PERSON, keep_people, on_a_bigger_one, same_person, torso_size
-from .mediapipe_detector import SURE_SCORE
+from .mediapipe_ghosts import SAME_PERSON, UNFOUND, keep_people, on_a_bigger_one, same_person, torso_size
 from .mediapipe_landmarker import Looks, shrunk
 from .mediapipe_landmarks import POSE, to_goliath, to_goliath_3d
 from .mediapipe_parts import parts_and_depth
@@ -69,9 +68,6 @@ class Person:
     roi: tuple = ((0.0, 0.0), (0.0, 0.0))  # the landmarks' box: hips' centre, body-circle point (px)
     first: np.ndarray | None = None  # [33,4] pose of the first look, at the detection's box
     score: float = 1.0  # the detector's score of the candidate that placed them
-    # how far other looks at the person's box move their landmarks (x torso size; look_spread):
-    # measured for unsure detections only, 0 for the others
-    spread: float = 0.0
 
 
 def _points(landmarks, w: int, h: int) -> np.ndarray | None:
@@ -103,13 +99,14 @@ def _clean(mask: np.ndarray, keep_points: np.ndarray) -> np.ndarray:
 
 def detect_people(process, find, image: np.ndarray, max_people: int,
                   cancel: CancelToken | None = None, world_looks: bool = True,
-                  photo: np.ndarray | None = None) -> list[Person]:
+                  photo: np.ndarray | None = None, check_again: bool = True) -> list[Person]:
     """People in ``image``, largest first: ``find`` gives the detector's candidates
     (mediapipe_detector), ``process(image, hips, top, full)`` Holistic's landmarks at one
     (mediapipe_landmarker; ``full`` False: the pose alone, to place people cheaply).
     ``world_looks`` False: each 3D pose is the last look's alone, not WORLD_LOOKS' mean, else
     that mean, read on ``photo`` where it is larger than ``image`` (the photo ``image`` was
-    shrunk from; Looks)."""
+    shrunk from; Looks). ``check_again`` False: unsure, faceless people are not looked at again
+    (found_again; a clip's tracks drop what one frame alone shows)."""
     h, w = image.shape[:2]
     look = Looks(process, image)
     people: list[Person] = []
@@ -140,12 +137,12 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
                 _average(full[0], person.first)
             full[0].score = person.score
             people[k], seg[k] = full
-    for person in people:
-        if person.score < SURE_SCORE and person.face is None:  # else a person whatever the looks say
-            if cancel is not None:
-                cancel.check()
-            person.spread = look_spread(look, person)
-    keep = keep_people(people, seg)
+    def unfound(person: Person) -> int:
+        if cancel is not None:
+            cancel.check()
+        return found_again(look, person, UNFOUND)
+
+    keep = keep_people(people, seg, unfound if check_again else None)
     people, seg = [people[k] for k in keep], [seg[k] for k in keep]
     if people and WORLD_LOOKS and world_looks:
         # who is a person is decided on the grid, where the keep rules were set (looked at on the
@@ -210,35 +207,21 @@ def _same_torso(a: np.ndarray, b: np.ndarray) -> bool:
 
 # A landmark's partner on the other side (the mirrored photo's left wrist is the person's right).
 _MIRROR = list(mirror_order(POSE))
-# Looks at a person's box that a real person answers alike: (on the mirrored photo, box scale).
-SPREAD_LOOKS = ((True, 1.0), (False, 0.9), (False, 1.1))
-_SPREAD_POINTS = [POSE[n] for n in ("nose", "left_shoulder", "right_shoulder", "left_elbow", "right_elbow",
-                                    "left_wrist", "right_wrist", "left_hip", "right_hip", "left_knee",
-                                    "right_knee", "left_ankle", "right_ankle")]
+# Looks at a person's box that find a real person again: (on the mirrored photo, box scale).
+AGAIN_LOOKS = ((True, 1.0), (False, 0.9), (False, 1.1))
 
 
-def look_spread(look: Looks, person: Person) -> float:
-    """The median, over SPREAD_LOOKS at the person's box, of how far a look's nose and limb joints
-    lie from the person's (mean distance, x torso size; inf where a look finds nobody). A person
-    is answered alike from a mirrored photo or a slightly larger box (the real photos' people:
-    <= 0.24); what the landmark model draws into branches, a chair under a cloth or studio lights
-    moves with the look (0.42 and more, or nobody found): mediapipe_ghosts.UNSTEADY."""
-    h, w = look.hw
+def found_again(look: Looks, person: Person, enough: int = 2) -> int:
+    """How many of AGAIN_LOOKS at the person's box find nobody (the landmark model's presence
+    score under its threshold), stopping once ``enough`` have, or once too few are left for it.
+    The looks are the ones the 3D pose is averaged over (WORLD_LOOKS), pose only."""
     hips, top = (np.asarray(p, np.float64) for p in person.roi)
-    size = torso_size(person.pose)
-    moves = []
-    for mirror, scale in SPREAD_LOOKS:
-        res = look(hips, hips + scale * (top - hips), False, mirror)
-        if res.pose_landmarks is None:
-            moves.append(float("inf"))
-            continue
-        pose = _points(res.pose_landmarks, w, h)
-        if mirror:
-            pose[:, 0] = w - pose[:, 0]
-            pose = pose[_MIRROR]
-        moves.append(float(np.linalg.norm(pose[_SPREAD_POINTS] - person.pose[_SPREAD_POINTS, :2], axis=1).mean()) / size)
-    return float(np.median(moves))
-
+    unfound = 0
+    for n, (mirror, scale) in enumerate(AGAIN_LOOKS):
+        if unfound >= enough or unfound + len(AGAIN_LOOKS) - n < enough:
+            break
+        unfound += look(hips, hips + scale * (top - hips), False, mirror).pose_landmarks is None
+    return unfound
 
 
 def _steady_world(look: Looks, person: Person) -> None:
@@ -377,7 +360,7 @@ def analyze_photo(process, find, image: np.ndarray, options: AnalyzeOptions, max
     progress("detect", 0.1, "finding people (MediaPipe pose detector, then Holistic per person)")
     # a clip's frame: its smoothing over frames replaces the looks (bench_animate 2.8 -> 4.2-4.9 frames/s)
     people = detect_people(process, find, image, max_people, cancel, world_looks=not options.clip_frame,
-                           photo=photo)
+                           photo=photo, check_again=not options.clip_frame)
     timings["detect"] = time.perf_counter() - t0
     cancel.check()
 
