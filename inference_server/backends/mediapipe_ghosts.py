@@ -139,7 +139,7 @@ def same_person(a: Person, b: Person) -> bool:
 def keep_people(people: list[Person], seg: list[np.ndarray], unfound=None) -> list[int]:
     """The indices of the answers that are people, in order (``people`` the detector's surest
     first, each with its segmentation in ``seg``): the rules above, in one place. ``unfound(p)``:
-    how many other looks at ``p``'s box find nobody (mediapipe_people.found_again; it costs
+    how many other looks at ``p``'s box find nobody (mediapipe_landmarker.Looks.nobody_at; it costs
     looks, so it is asked last, of unsure faceless candidates the other rules keep); None: none
     asked (a clip's frames)."""
     # The last look, at a person's settled box, can land on someone placed before (3DHP S4: an

@@ -157,3 +157,15 @@ class Looks:
         res.segmentation_mask = cv2.resize(np.asarray(res.segmentation_mask, np.float32), (w, h),
                                            interpolation=cv2.INTER_AREA)
         return res
+
+    def nobody_at(self, hips, top, looks, enough: int) -> int:
+        """How many of ``looks`` ((mirror, box scale) each, pose only) at the box of ``hips`` and
+        ``top`` find nobody (the landmark model's presence under its threshold); it stops once
+        ``enough`` have, or once too few are left for it."""
+        hips, top = np.asarray(hips, np.float64), np.asarray(top, np.float64)
+        nobody = 0
+        for n, (mirror, scale) in enumerate(looks):
+            if nobody >= enough or nobody + len(looks) - n < enough:
+                break
+            nobody += self(hips, hips + scale * (top - hips), False, mirror).pose_landmarks is None
+        return nobody

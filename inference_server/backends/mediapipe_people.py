@@ -106,7 +106,7 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
     ``world_looks`` False: each 3D pose is the last look's alone, not WORLD_LOOKS' mean, else
     that mean, read on ``photo`` where it is larger than ``image`` (the photo ``image`` was
     shrunk from; Looks). ``check_again`` False: unsure, faceless people are not looked at again
-    (found_again; a clip's tracks drop what one frame alone shows)."""
+    (AGAIN_LOOKS; a clip's tracks drop what one frame alone shows)."""
     h, w = image.shape[:2]
     look = Looks(process, image)
     people: list[Person] = []
@@ -137,10 +137,10 @@ def detect_people(process, find, image: np.ndarray, max_people: int,
                 _average(full[0], person.first)
             full[0].score = person.score
             people[k], seg[k] = full
-    def unfound(person: Person) -> int:
+    def unfound(person: Person) -> int:  # asked by keep_people of unsure, faceless candidates
         if cancel is not None:
             cancel.check()
-        return found_again(look, person, UNFOUND)
+        return look.nobody_at(*person.roi, AGAIN_LOOKS, UNFOUND)
 
     keep = keep_people(people, seg, unfound if check_again else None)
     people, seg = [people[k] for k in keep], [seg[k] for k in keep]
@@ -209,19 +209,6 @@ def _same_torso(a: np.ndarray, b: np.ndarray) -> bool:
 _MIRROR = list(mirror_order(POSE))
 # Looks at a person's box that find a real person again: (on the mirrored photo, box scale).
 AGAIN_LOOKS = ((True, 1.0), (False, 0.9), (False, 1.1))
-
-
-def found_again(look: Looks, person: Person, enough: int = 2) -> int:
-    """How many of AGAIN_LOOKS at the person's box find nobody (the landmark model's presence
-    score under its threshold), stopping once ``enough`` have, or once too few are left for it.
-    The looks are the ones the 3D pose is averaged over (WORLD_LOOKS), pose only."""
-    hips, top = (np.asarray(p, np.float64) for p in person.roi)
-    unfound = 0
-    for n, (mirror, scale) in enumerate(AGAIN_LOOKS):
-        if unfound >= enough or unfound + len(AGAIN_LOOKS) - n < enough:
-            break
-        unfound += look(hips, hips + scale * (top - hips), False, mirror).pose_landmarks is None
-    return unfound
 
 
 def _steady_world(look: Looks, person: Person) -> None:
