@@ -470,7 +470,6 @@ def load_zju_mocap(root: Path) -> list[Photo]:
     return photos
 
 
-# 3D sets beyond mmpose's samples: set name -> folder under --data (see the docstring)
 def turned(photo: Photo, folder: Path) -> Photo:
     """``photo`` turned a quarter clockwise (written into ``folder``), its labels with it: the
     camera held on its side, the person lying across the picture. The 3D truth turns about the
@@ -502,6 +501,7 @@ def turned(photo: Photo, folder: Path) -> Photo:
                  photo.focal, None if photo.build_key is None else f"{photo.build_key}__turned")
 
 
+# 3D sets beyond mmpose's samples: set name -> folder under --data (see the docstring)
 EXTRA_3D_SETS = {"humanm3": "humanm3_demo", "zju_mocap": "zju_mocap"}
 SETS_3D = ("mpi_inf_3dhp", *EXTRA_3D_SETS)
 _LOADERS_3D = {"mpi_inf_3dhp": load_3dhp, "humanm3": load_humanm3, "zju_mocap": load_zju_mocap}
@@ -1106,7 +1106,8 @@ def main(argv=None) -> int:
             status = "ok" if built["rc"] == 0 else f"build failed: {built.get('error')}"
             print(f"[{n}/{len(photos)}] {photo.key}: {len(out['bodies'])} bodies, "
                   f"{len(out['backend'])} backend people, {status} ({_f(built.get('seconds'))} s)", flush=True)
-            results.append({"dataset": photo.dataset, "key": photo.key, "photo": str(photo.path.relative_to(root) if photo.path.is_relative_to(root) else photo.path),
+            shown = photo.path.relative_to(root) if photo.path.is_relative_to(root) else photo.path  # --turned: in --out
+            results.append({"dataset": photo.dataset, "key": photo.key, "photo": str(shown),
                             "build": {"rc": built["rc"], "seconds": built.get("seconds"),
                                       "error": built.get("error", ""), "reused": built.get("reused", False)},
                             "bodies_estimated_joints": {b["id"]: b["estimated"] for b in out["bodies"]},

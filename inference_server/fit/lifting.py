@@ -77,20 +77,18 @@ def centring_turn(xy: np.ndarray, intrinsics: np.ndarray) -> tuple[np.ndarray, n
     return q[:, :2] / q[:, 2:], turn
 
 
-def upright_roll(uv: np.ndarray):
-    """The angle (radians) to turn the picture ``uv`` [...,12,2] (x right, y down) about the hips'
+def upright_roll(uv: np.ndarray) -> float:
+    """The angle (radians) to turn the picture ``uv`` [12,2] (x right, y down) about the hips'
     centre by for the hips-to-shoulders line to point up: 0 for an upright torso, about -pi/2
     for a person lying with the head to the right. Faded to 0 where the torso's picture is short
-    (UPRIGHT_FULL, UPRIGHT_NONE): its direction is unknown there. A float for one picture, an
-    array for a batch."""
+    (UPRIGHT_FULL, UPRIGHT_NONE): its direction is unknown there."""
     uv = np.asarray(uv, np.float64)
-    hips = uv[..., list(HIPS), :].mean(-2)
-    torso = uv[..., list(SHOULDERS), :].mean(-2) - hips
-    spread = np.sqrt(((uv - hips[..., None, :]) ** 2).sum(-1).mean(-1))
-    length = np.linalg.norm(torso, axis=-1) / np.maximum(spread, 1e-12)
-    fade = np.clip((length - UPRIGHT_NONE) / (UPRIGHT_FULL - UPRIGHT_NONE), 0.0, 1.0)
-    angle = -fade * np.arctan2(torso[..., 0], -torso[..., 1])
-    return float(angle) if angle.ndim == 0 else angle
+    hips = uv[list(HIPS)].mean(0)
+    torso = uv[list(SHOULDERS)].mean(0) - hips
+    spread = np.sqrt(((uv - hips) ** 2).sum(-1).mean())
+    length = float(np.linalg.norm(torso)) / max(float(spread), 1e-12)
+    fade = float(np.clip((length - UPRIGHT_NONE) / (UPRIGHT_FULL - UPRIGHT_NONE), 0.0, 1.0))
+    return -fade * float(np.arctan2(torso[0], -torso[1]))
 
 
 def roll_about_axis(angle: float) -> np.ndarray:
