@@ -25,10 +25,12 @@ from . import pose_prior
 from .procrustes import special_procrustes
 from .tensor_ops import charbonnier, keypoint_cost, pinhole, rescaled_depth
 
-# The girth phenotypes (muscle, weight: adjacent), held nearer the average than the others
-# (FitSettings "girth_prior"); a slice, as an index list would be copied to the device per step.
-_GIRTH = slice(PHENOTYPE_NAMES.index("muscle"), PHENOTYPE_NAMES.index("weight") + 1)
-assert PHENOTYPE_NAMES[_GIRTH] == ("muscle", "weight")
+# The phenotypes held nearer the average than the others where the depth is a guess (FitSettings
+# "girth_prior"): the girth (muscle, weight), which a clothed outline overstates, and the body's
+# proportions, which keypoints whose joints are not anny's pushed to either end (16 of 41 real
+# bodies under 0.1 or over 0.9: docs/body_fit.md "Proportions held too").
+HELD_PHENOTYPES = ("muscle", "weight", "proportions")
+_HELD = np.array([n in HELD_PHENOTYPES for n in PHENOTYPE_NAMES], np.float64)
 
 
 @dataclass
@@ -190,11 +192,12 @@ class GroupTerms:
         self.pose_prior_w = pose_prior.limb_weights(self.prior, self.w, guessed * self.wt.get("pose_prior", 0.0),
                                                     self.wt.get("pose_prior_unseen", 0.0))
         self.any_pose_prior = bool((self.pose_prior_w > 0).any())
-        # The girth (muscle, weight) where the dense cues are the clothed outline's guess (the
-        # offline backend, as above): held nearer the average. There, loose clothing read as the
-        # body made bodies heavy (19 of 41 real people at weight > 0.8) and one man's two frames
-        # fitted at weight 0.45 and 0.97 (docs/body_fit.md, "Body shapes on real photos").
-        self.girth_w = guessed * self.wt.get("girth_prior", 0.0)
+        # The girth (muscle, weight) and proportions (HELD_PHENOTYPES) where the dense cues are
+        # the clothed outline's guess (the offline backend, as above): held nearer the average.
+        # There, loose clothing read as the body made bodies heavy (19 of 41 real people at
+        # weight > 0.8) and one man's two frames fitted at weight 0.45 and 0.97 (docs/body_fit.md,
+        # "Body shapes on real photos"), and the proportions went to either end.
+        self.girth_w = guessed[:, None] * real(_HELD)[None] * self.wt.get("girth_prior", 0.0)  # [P,6]
         if self.any_pose_prior:
             self.pose_model = pose_prior.load(dt, dev)
         # Depth: relative depth solves a scale and shift per person (people without it would
@@ -300,7 +303,7 @@ class GroupTerms:
         if f.settings.fingers:
             loss = loss + 0.5 * (self.finger_prior[..., None] * v.pose_fingers ** 2).sum((1, 2))
         shape = v.shape_logit * f.shape_scale  # the phenotypes' logits
-        loss = loss + 0.02 * (shape ** 2).sum(-1) + self.girth_w * (shape[:, _GIRTH] ** 2).sum(-1)
+        loss = loss + 0.02 * (shape ** 2).sum(-1) + (self.girth_w * shape ** 2).sum(-1)
         # Photos show children and adults: past a young adult, "age" mostly bends the rest
         # posture, which the pose can mimic; keep it from trading off against height.
         return loss + 50.0 * torch.relu(v.phenotypes[:, 1] - 0.55) ** 2
