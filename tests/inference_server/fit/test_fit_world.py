@@ -151,6 +151,16 @@ def test_a_last_stage_brings_bodies_with_a_3d_pose_nearer_their_keypoints(body):
     assert json.loads(fit_people(body, plain, without)["reports"][0])["depth"] == "metric"
 
 
+def _held_and_free(body, obs) -> tuple[np.ndarray, np.ndarray]:
+    """The fitted phenotypes of ``obs`` with the shipped settings (girth and proportions held
+    where the depth is a guess) and with that prior off."""
+    from inference_server.fit.solver import FitSettings, fit_people
+
+    free = FitSettings()
+    free.weights = {**free.weights, "girth_prior": 0.0}
+    return fit_people(body, obs)["phenotypes"][0], fit_people(body, obs, free)["phenotypes"][0]
+
+
 def test_a_loose_outline_with_a_guessed_depth_keeps_the_girth_average(body, monkeypatch):
     """The offline backend's case: its silhouette is the clothed outline and its depth a bulge
     made from that outline, so loose clothing reads as a heavier body. An average body (the
@@ -164,7 +174,6 @@ def test_a_loose_outline_with_a_guessed_depth_keeps_the_girth_average(body, monk
     from inference_server.fit import observations
     from inference_server.fit.body_model import PHENOTYPE_NAMES
     from inference_server.fit.observations import observe
-    from inference_server.fit.solver import FitSettings, fit_people
     from inference_server.processing.pseudo_depth import inflate
 
     monkeypatch.setattr(observations, "LIFT_SHARE", 0.0)  # the 3D pose given is the truth
@@ -178,10 +187,7 @@ def test_a_loose_outline_with_a_guessed_depth_keeps_the_girth_average(body, monk
     obs = [observe(1, mask=grown.astype(np.uint8), parts=parts, part_names_in=maps.part_names,
                    intrinsics=maps.intrinsics, keypoints=maps.keypoints, depth=depth.astype(np.float32),
                    metric=True, keypoints_3d=_keypoints_3d(bodies))]
-    held = fit_people(body, obs)["phenotypes"][0]
-    free = FitSettings()
-    free.weights = {**free.weights, "girth_prior": 0.0}
-    loose = fit_people(body, obs, free)["phenotypes"][0]
+    held, loose = _held_and_free(body, obs)
     muscle, weight = PHENOTYPE_NAMES.index("muscle"), PHENOTYPE_NAMES.index("weight")
     assert abs(held[weight] - 0.5) < 0.1 and abs(held[muscle] - 0.5) < 0.1, held
     assert loose[weight] > 0.6, loose  # the outline alone makes the body heavier
@@ -197,7 +203,6 @@ def test_keypoints_whose_joints_are_not_annys_leave_the_proportions_near_average
     from inference_server.fit import observations
     from inference_server.fit.body_model import PHENOTYPE_NAMES
     from inference_server.fit.observations import observe
-    from inference_server.fit.solver import FitSettings, fit_people
     from inference_server.processing.goliath import KEYPOINT_NAMES
 
     monkeypatch.setattr(observations, "LIFT_SHARE", 0.0)  # the 3D pose given is the truth
@@ -212,9 +217,6 @@ def test_keypoints_whose_joints_are_not_annys_leave_the_proportions_near_average
     obs = [observe(1, mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names, intrinsics=maps.intrinsics,
                    keypoints=kp, depth=maps.depth, metric=True, keypoints_3d=_keypoints_3d(bodies))]
     proportions = PHENOTYPE_NAMES.index("proportions")
-    held = fit_people(body, obs)["phenotypes"][0][proportions]
-    free = FitSettings()
-    free.weights = {**free.weights, "girth_prior": 0.0}
-    loose = fit_people(body, obs, free)["phenotypes"][0][proportions]
+    held, loose = (ph[proportions] for ph in _held_and_free(body, obs))
     assert loose < 0.15, loose  # run towards the end of its range
     assert held > 0.25 and abs(held - 0.5) < abs(loose - 0.5) - 0.15, (held, loose)
