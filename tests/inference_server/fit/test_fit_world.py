@@ -220,3 +220,51 @@ def test_keypoints_whose_joints_are_not_annys_leave_the_proportions_near_average
     held, loose = (ph[proportions] for ph in _held_and_free(body, obs))
     assert loose < 0.15, loose  # run towards the end of its range
     assert held > 0.25 and abs(held - 0.5) < abs(loose - 0.5) - 0.15, (held, loose)
+
+
+def _foot_pitch(joints: dict, side: str) -> float:
+    """Degrees of the heel-to-toes line below the plane square to the body's up (toes down > 0)."""
+    j = {n: np.asarray(v, np.float64) for n, v in joints.items()}
+    up = (j["left_shoulder"] + j["right_shoulder"] - j["left_hip"] - j["right_hip"]) / 2
+    foot = (j[f"{side}_big_toe"] + j[f"{side}_small_toe"]) / 2 - j[f"{side}_heel"]
+    return float(np.degrees(np.arcsin(-(foot @ up) / np.linalg.norm(foot) / np.linalg.norm(up))))
+
+
+@pytest.mark.parametrize("name", ["clean", "no_depth"])
+def test_the_backends_3d_feet_do_not_point_the_fitted_toes_down(body, name, monkeypatch):
+    """MediaPipe's 3D feet point down: on bench_real's 28 feet of straight legs its heel-to-toe
+    line lies 17.6 deg below the body's level (median), anny's own foot at rest 5.2. The clean
+    scene's 3D pose given with each foot's toes turned 25 deg further down about the ankle: the
+    fitted feet keep the truth's pitch, which the 2D heel and toes and the surface show."""
+    from inference_server.fit import observations
+    from inference_server.fit.correspondences import JOINT_KEYPOINT_INDEX, JOINT_NAMES
+    from inference_server.fit.observations import observe
+    from inference_server.fit.solver import fit_people
+
+    monkeypatch.setattr(observations, "LIFT_SHARE", 0.0)
+    maps, bodies = gt_cases.case(name)
+    k3 = _keypoints_3d(bodies)
+    j = {n: np.asarray(v, np.float64) for n, v in bodies[0].joints.items()}
+    up = (j["left_shoulder"] + j["right_shoulder"] - j["left_hip"] - j["right_hip"]) / 2
+    up /= np.linalg.norm(up)
+    for side in ("left", "right"):
+        ankle = j[f"{side}_ankle"]
+        forward = (j[f"{side}_big_toe"] - j[f"{side}_heel"])
+        axis = np.cross(up, forward)
+        axis /= np.linalg.norm(axis)
+        a = np.radians(25.0)  # about the ankle, the toes down
+        turn = np.cos(a) * np.eye(3) + np.sin(a) * np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]],
+                                                           [-axis[1], axis[0], 0]]) + (1 - np.cos(a)) * np.outer(axis, axis)
+        hips = (j["left_hip"] + j["right_hip"]) / 2
+        for n in (f"{side}_big_toe", f"{side}_small_toe", f"{side}_heel"):
+            k3[0, JOINT_KEYPOINT_INDEX[JOINT_NAMES.index(n)], :3] = (j[n] - ankle) @ turn.T + ankle - hips
+    bent = {n: k3[0, JOINT_KEYPOINT_INDEX[JOINT_NAMES.index(n)], :3] for n in
+            ("left_shoulder", "right_shoulder", "left_hip", "right_hip", "left_big_toe", "left_small_toe", "left_heel")}
+    truth = _foot_pitch(j, "left")
+    assert _foot_pitch(bent, "left") > truth + 20.0  # the given 3D foot does point down
+    args = dict(mask=maps.mask, parts=maps.parts, part_names_in=maps.part_names, intrinsics=maps.intrinsics,
+                keypoints=maps.keypoints, depth=maps.depth, pointmap=maps.pointmap, metric=maps.metric)
+    out = fit_people(body, [observe(pid, keypoints_3d=k3, **args) for pid in maps.person_ids])
+    fitted = dict(zip(JOINT_NAMES, out["joints"][0]))
+    errs = [abs(_foot_pitch(fitted, s) - _foot_pitch(j, s)) for s in ("left", "right")]
+    assert max(errs) < 8.0, errs
