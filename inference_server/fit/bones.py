@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Which of anny's bones the fit turns, and what in a photo tells about each (solver, motion)."""
+"""Which of anny's bones the fit turns, and what in a photo tells about each (solver, terms,
+motion, the report's guessed joints)."""
 
 # Bones the fit turns (others keep their rest rotation relative to their parent: twist
 # segments, metacarpals, toes, eyes follow their parents).
@@ -30,3 +31,15 @@ BONE_EVIDENCE = {
     "upperleg01": ("knee",), "lowerleg01": ("ankle",), "foot": ("big_toe", "heel"),
     "clavicle": ("shoulder",), "shoulder01": ("elbow",),
 }
+
+# Bones whose 3D direction the backend's own 3D pose gives (keypoints_3d): limbs and the torso
+# (terms.py's world term; guessed.py calls their joints placed by that pose, no others).
+# Not the feet: MediaPipe's 3D feet point down (bench_real's 28 feet of straight legs: heel to
+# toes 17.6 deg below the body's level, median; anny's foot at rest 5.2), and the fitted feet
+# followed them onto tiptoe; left to their 2D heel and toes, the real photos' feet of straight
+# legs off level by over 15 deg 13 of 29 -> 5 of 33, the bodies' 2D error 5.62 -> 5.38 %, the 3D
+# frames 92.3 -> 91.2 mm (refit_real.py; docs/body_fit.md "Feet left to their keypoints").
+WORLD_BONES = tuple((f"{s}_{a}", f"{s}_{b}") for s in ("left", "right") for a, b in
+                    (("shoulder", "elbow"), ("elbow", "wrist"), ("hip", "knee"), ("knee", "ankle"),
+                     ("shoulder", "hip"))) + \
+    (("left_shoulder", "right_shoulder"), ("left_hip", "right_hip"))

@@ -4,7 +4,8 @@
 Each fitted joint has one source:
 - ``seen``: its keypoint was in the photo with a score the fit used;
 - ``3d``: not seen, but the backend's 3D pose (MediaPipe's world landmarks) placed it: a joint
-  just outside the frame that MediaPipe is sure of;
+  just outside the frame that MediaPipe is sure of. Only the joints of the bones the fit takes
+  from that pose (bones.WORLD_BONES: the limbs and the torso): its head and feet place nothing;
 - ``out_of_frame``: neither; the fitted joint projects outside the photo: the pose prior (legs
   out of the frame stand) set it;
 - ``occluded``: neither, and it projects inside the photo: hidden by the person or by someone
@@ -16,8 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .bones import WORLD_BONES
 from .correspondences import JOINT_NAMES
 
+# The joints the backend's 3D pose can place (an end of a bone the world term follows).
+PLACED_BY_3D = np.isin(JOINT_NAMES, [n for bone in WORLD_BONES for n in bone])
 SOURCES = ("seen", "3d", "out_of_frame", "occluded")
 
 # Limbs as the artist names them -> the fitted joints that place them.
@@ -38,10 +42,11 @@ LIMBS = {
 def joint_sources(seen: np.ndarray, world_weights: np.ndarray | None, joints_cam: np.ndarray,
                   intrinsics: np.ndarray, hw: tuple[int, int]) -> list[str]:
     """One of SOURCES per JOINT_NAMES joint: ``seen`` [J] bool (the fit's keypoints),
-    ``world_weights`` [J] (the 3D pose's, None without one), the fitted joints [J,3] (camera
-    frame) projected with ``intrinsics`` onto the ``hw`` photo."""
+    ``world_weights`` [J] (the 3D pose's, None without one; read at PLACED_BY_3D only), the
+    fitted joints [J,3] (camera frame) projected with ``intrinsics`` onto the ``hw`` photo."""
     seen = np.asarray(seen, bool)
     w3 = np.zeros(len(seen)) if world_weights is None else np.nan_to_num(np.asarray(world_weights, np.float64))
+    w3 = np.where(PLACED_BY_3D, w3, 0.0)
     j = np.asarray(joints_cam, np.float64)
     k = np.asarray(intrinsics, np.float64)
     z = np.maximum(j[:, 2], 1e-6)

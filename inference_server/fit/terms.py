@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .body_model import PHENOTYPE_NAMES, rotvec_to_matrix
+from .bones import WORLD_BONES
 from .correspondences import JOINT_NAMES
 from .limits import hinge_penalty
 from . import pose_prior
@@ -52,16 +53,6 @@ class Variables:
         return x @ self.rotation.transpose(1, 2) + self.translation[:, None]
 
 
-# Bones whose 3D direction the backend's own 3D pose gives (keypoints_3d): limbs and the torso.
-# Not the feet: MediaPipe's 3D feet point down (bench_real's 28 feet of straight legs: heel to
-# toes 17.6 deg below the body's level, median; anny's foot at rest 5.2), and the fitted feet
-# followed them onto tiptoe; left to their 2D heel and toes, the real photos' feet of straight
-# legs 13 -> 5 of 28-32 off level by over 15 deg, the bodies' 2D error 5.62 -> 5.38 %, the 3D
-# frames 92.3 -> 91.2 mm (refit_real.py; docs/body_fit.md "Feet left to their keypoints").
-WORLD_BONES = tuple((f"{s}_{a}", f"{s}_{b}") for s in ("left", "right") for a, b in
-                    (("shoulder", "elbow"), ("elbow", "wrist"), ("hip", "knee"), ("knee", "ankle"),
-                     ("shoulder", "hip"))) + \
-    (("left_shoulder", "right_shoulder"), ("left_hip", "right_hip"))
 WORLD_TURN = 10.0  # degrees: the most the backend's 3D pose is turned onto the body's
 _WORLD_A = [JOINT_NAMES.index(a) for a, _ in WORLD_BONES]
 _WORLD_B = [JOINT_NAMES.index(b) for _, b in WORLD_BONES]

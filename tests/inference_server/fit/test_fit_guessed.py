@@ -37,6 +37,21 @@ def test_each_joint_gets_its_source():
     assert "3d" not in joint_sources(seen, None, joints, K, HW)
 
 
+def test_only_the_joints_of_bones_the_fit_takes_from_the_3d_pose_are_placed_by_it():
+    """The world term follows the limbs' and the torso's bones (bones.WORLD_BONES), not the head
+    or the feet (MediaPipe's 3D feet point down): an unseen nose or heel that the 3D pose has is
+    set by the prior, and said to be; an unseen knee is placed by it."""
+    seen = np.zeros(len(JOINT_NAMES), bool)
+    world = np.full(len(JOINT_NAMES), 0.9)  # MediaPipe's 3D pose has all its landmarks
+    src = dict(zip(JOINT_NAMES, joint_sources(seen, world, _joints_in_frame(), K, HW)))
+    assert src["left_knee"] == "3d" and src["right_wrist"] == "3d" and src["left_hip"] == "3d"
+    for name in ("nose", "left_ear", "left_heel", "right_big_toe", "left_thumb4"):
+        assert src[name] == "occluded", name
+    rep = limb_report(list(src.values()))
+    assert rep["left_leg"]["source"] == "3d" and rep["left_foot"]["source"] == "occluded"
+    assert rep["head"]["source"] == "occluded"
+
+
 def test_limb_words():
     src = ["seen"] * len(JOINT_NAMES)
     for n in ("left_knee", "left_ankle"):
