@@ -222,12 +222,17 @@ def test_keypoints_whose_joints_are_not_annys_leave_the_proportions_near_average
     assert held > 0.25 and abs(held - 0.5) < abs(loose - 0.5) - 0.15, (held, loose)
 
 
+def _body_up(j: dict) -> np.ndarray:
+    """The unit direction from the hips' centre to the shoulders' ({name: xyz})."""
+    up = (np.asarray(j["left_shoulder"]) + j["right_shoulder"] - j["left_hip"] - j["right_hip"]) / 2
+    return up / np.linalg.norm(up)
+
+
 def _foot_pitch(joints: dict, side: str) -> float:
     """Degrees of the heel-to-toes line below the plane square to the body's up (toes down > 0)."""
     j = {n: np.asarray(v, np.float64) for n, v in joints.items()}
-    up = (j["left_shoulder"] + j["right_shoulder"] - j["left_hip"] - j["right_hip"]) / 2
     foot = (j[f"{side}_big_toe"] + j[f"{side}_small_toe"]) / 2 - j[f"{side}_heel"]
-    return float(np.degrees(np.arcsin(-(foot @ up) / np.linalg.norm(foot) / np.linalg.norm(up))))
+    return float(np.degrees(np.arcsin(-(foot @ _body_up(j)) / np.linalg.norm(foot))))
 
 
 @pytest.mark.parametrize("name", ["clean", "no_depth"])
@@ -248,8 +253,7 @@ def test_the_backends_3d_feet_do_not_point_the_fitted_toes_down(body, name, monk
     maps, bodies = gt_cases.case(name)
     k3 = _keypoints_3d(bodies)
     j = {n: np.asarray(v, np.float64) for n, v in bodies[0].joints.items()}
-    up = (j["left_shoulder"] + j["right_shoulder"] - j["left_hip"] - j["right_hip"]) / 2
-    up /= np.linalg.norm(up)
+    up = _body_up(j)
     hips = (j["left_hip"] + j["right_hip"]) / 2
     for side in ("left", "right"):
         ankle = j[f"{side}_ankle"]
