@@ -241,7 +241,8 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     pose_armature(arm, fit.rest_bone_matrices[i], fit.bone_matrices[i], parents)
     per_face = body_surface.face_parts(faces, template.vertex_parts)
     texture, bake = body_surface.bake_texture(maps, person_id, posed, faces, template.uv, template.face_uv,
-                                              per_face, size=texture_size, dressed=worn.dressed)
+                                              per_face, size=texture_size, dressed=worn.dressed,
+                                              part_names=template.part_names, rest_vertices=fit.rest_vertices[i])
     report.texture = bake
     image = image_from_array(f"{label} texture", texture)
     base = materials.build_photo_material(f"{label} texture", image)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .surface import (DRESSED_CLASSES, MAX_THICKNESS, _neighbour_sum, mesh_edges, observed_points,
+from .surface import (DRESSED_CLASSES, MAX_THICKNESS, _neighbour_sum, diffuse, mesh_edges, observed_points,
                       vertex_normals, visible_vertices)
 from ..maps.canonical import Maps
 
@@ -139,30 +139,6 @@ def hair_cover(rest_vertices, head: np.ndarray, seen_hair: np.ndarray, hairline:
         level = min(level, hairline)
     middle = 0.5 * (rest[head, 1].min() + rest[head, 1].max())
     return head & (rest[:, 2] >= level) & (rest[:, 1] >= middle)
-
-
-def diffuse(values: np.ndarray, fixed: np.ndarray, edges: np.ndarray, iterations: int) -> np.ndarray:
-    """Harmonic continuation of ``values`` from the ``fixed`` vertices over the mesh graph:
-    free vertices start from their nearest fixed neighbour (a front grown one ring per pass),
-    then relax to the mean of their neighbours (Jacobi) ``iterations`` times."""
-    n = len(values)
-    d = np.where(fixed, values, 0.0).astype(np.float64)
-    if not fixed.any():
-        return d
-    filled = fixed.copy()
-    while not filled.all():
-        total = _neighbour_sum(np.where(filled, d, 0.0), edges, n)
-        count = _neighbour_sum(filled.astype(np.float64), edges, n)
-        grow = ~filled & (count > 0)
-        if not grow.any():
-            break  # a piece of mesh with no fixed vertex
-        d[grow] = total[grow] / count[grow]
-        filled |= grow
-    degree = np.maximum(np.bincount(edges.ravel(), minlength=n), 1).astype(np.float64)
-    free = ~fixed & filled
-    for _ in range(iterations):
-        d = np.where(free, _neighbour_sum(d, edges, n) / degree, d)
-    return d
 
 
 def relax(values: np.ndarray, edges: np.ndarray, iterations: int) -> np.ndarray:

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..maps.canonical import Maps
-from .dressing import Dressing, diffuse, hair_cover, limit_slope
+from .dressing import Dressing, hair_cover, limit_slope
 from .surface import (DRESSED_CLASSES, FACING_MIN, MAX_THICKNESS, OCCLUSION_TOLERANCE, bake_texture, depth_buffer,
-                      mesh_edges, observed_points, project, rasterize, vertex_normals, visible_vertices)
+                      diffuse, mesh_edges, observed_points, project, rasterize, vertex_normals, visible_vertices)
 
 MEASURE_FACING = 0.35  # cosine: below it a view's offset to the observed surface is underestimated
 EDGE_PX = 4  # a view's pixels this close to the person's outline mix in the background: they weigh less
@@ -194,10 +194,11 @@ def _gains(samples: list, n_texels: int) -> np.ndarray:
 
 
 def fuse_texture(views: list, faces, uv, face_uv, face_parts=None, size: int = 1024, pad: int = 4,
-                 dressed=None, zbufs=None) -> tuple[np.ndarray, np.ndarray, dict]:
+                 dressed=None, zbufs=None, part_names=None, rest_vertices=None) -> tuple[np.ndarray, np.ndarray, dict]:
     """(RGB uint8 [size,size,3], unseen uint8 [size,size]: 255 where no view saw the texel, report).
 
-    Starts from the first view's bake (its fill for what no view sees), then every texel some
+    Starts from the first view's bake (its fill for what no view sees; ``part_names`` and
+    ``rest_vertices`` as ``bake_texture``'s), then every texel some
     view sees takes the blend of the views within ``BEST_SHARE`` of its best one, weighted by
     facing x resolution x distance from the outline, faded smoothly so a seam between two views
     is a gradient, each view's colours first scaled by its exposure gains (``_gains``)."""
@@ -207,7 +208,7 @@ def fuse_texture(views: list, faces, uv, face_uv, face_parts=None, size: int = 1
     rows, cols, face, bary = rasterize(uv_tex[np.asarray(face_uv, np.int64)], size, size)
     first = views[0]
     texture, _ = bake_texture(first.maps, first.person_id, first.vertices, f, uv, face_uv, face_parts,
-                              size=size, pad=0, dressed=dressed)
+                              size=size, pad=0, dressed=dressed, part_names=part_names, rest_vertices=rest_vertices)
     n = len(rows)
     samples = [_view_samples(view, f, face, bary, zbufs[k] if zbufs is not None else None)
                for k, view in enumerate(views)]
@@ -313,7 +314,8 @@ def scan_surface(template, fit, views: list, mode: str = "clothed", texture_size
                  for v in views]
         zbufs = depth_buffers(views, faces)
     texture, unseen, bake = fuse_texture(views, faces, template.uv, template.face_uv, per_face, size=texture_size,
-                                         dressed=worn.dressed, zbufs=zbufs)
+                                         dressed=worn.dressed, zbufs=zbufs, part_names=template.part_names,
+                                         rest_vertices=fit.rest_vertices[0])
     report = {"texture": bake, "clothing": dict(worn.report, max_thickness_m=round(float(worn.thickness.max()), 4)),
               "unseen_vertices": int((~seen).sum())}
     return ScanSurface(rest, posed, texture, unseen, ~seen, worn, report)

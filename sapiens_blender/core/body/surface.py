@@ -23,6 +23,8 @@ FADE_FACING = 0.3  # cosine: photo texels seen more edge-on than this fade into 
 SKIN_FILL = np.array([196, 160, 140], np.uint8)  # neutral skin where nothing better is known
 MIN_SEEN_FOR_FILL = 0.1  # a part's hidden side takes its seen colour only if this much of it is seen
 MIN_LAYER_FOR_FILL = 0.05  # of a part's seen texels, dressed (or bare) ones to give it a fill of their own
+CARRY_FACING = 0.5  # cosine: only vertices seen more squarely give the colours carried round the hidden side
+CARRY_ITERATIONS = 60  # smoothing passes of the colours carried round a part's hidden side
 FILL_BLEND_RINGS = 2  # mesh rings over which one part's fill colour fades into the next's
 RASTER_CHUNK = 4_000_000  # candidate pixels per rasteriser pass (bounds memory)
 
@@ -64,6 +66,36 @@ def _neighbour_sum(values: np.ndarray, edges: np.ndarray, n: int) -> np.ndarray:
         return np.stack([_neighbour_sum(values[:, c], edges, n) for c in range(values.shape[1])], 1)
     return (np.bincount(edges[:, 0], values[edges[:, 1]], minlength=n)
             + np.bincount(edges[:, 1], values[edges[:, 0]], minlength=n))
+
+
+def continuation(values: np.ndarray, fixed: np.ndarray, edges: np.ndarray, iterations: int):
+    """(values, reached): the harmonic continuation of ``values`` ([V] or [V,C]) from the ``fixed``
+    vertices over the mesh graph ``edges``. Free vertices start from their nearest fixed
+    neighbours (a front grown one ring per pass), then relax to the mean of their neighbours
+    (Jacobi) ``iterations`` times; ``reached`` [V] is False on pieces of the graph with no fixed
+    vertex (their values are 0)."""
+    n = len(values)
+    col = (slice(None),) + (None,) * (np.ndim(values) - 1)  # broadcasts a [V] mask over channels
+    d = np.where(fixed[col], values, 0.0).astype(np.float64)
+    filled = fixed.copy()
+    while fixed.any() and not filled.all():
+        total = _neighbour_sum(np.where(filled[col], d, 0.0), edges, n)
+        count = _neighbour_sum(filled.astype(np.float64), edges, n)
+        grow = ~filled & (count > 0)
+        if not grow.any():
+            break  # the rest of the graph has no fixed vertex
+        d[grow] = total[grow] / count[grow][(slice(None),) + col[1:]]
+        filled |= grow
+    degree = np.maximum(np.bincount(edges.ravel(), minlength=n), 1).astype(np.float64)[col]
+    free = (~fixed & filled)[col]
+    for _ in range(iterations):
+        d = np.where(free, _neighbour_sum(d, edges, n) / degree, d)
+    return d, filled
+
+
+def diffuse(values: np.ndarray, fixed: np.ndarray, edges: np.ndarray, iterations: int) -> np.ndarray:
+    """``continuation``'s values alone (0 where no fixed vertex is reached)."""
+    return continuation(values, fixed, edges, iterations)[0]
 
 
 # --- rasterisation -----------------------------------------------------------------------------
@@ -176,25 +208,115 @@ def blended_fill(face_fill: np.ndarray, faces: np.ndarray, n_verts: int, rings: 
     count = np.bincount(f.ravel(), minlength=n_verts).astype(np.float64)
     per_vertex = np.stack([np.bincount(f.ravel(), np.repeat(face_fill[:, c], 3), minlength=n_verts)
                            for c in range(face_fill.shape[1])], 1) / np.maximum(count, 1.0)[:, None]
-    edges = mesh_edges(f)
+    return blend_rings(per_vertex, f, rings)
+
+
+def blend_rings(per_vertex: np.ndarray, faces: np.ndarray, rings: int = FILL_BLEND_RINGS) -> np.ndarray:
+    """``per_vertex`` ([V,C]) averaged with its neighbours ``rings`` times."""
+    n_verts = len(per_vertex)
+    edges = mesh_edges(faces)
     degree = np.bincount(edges.ravel(), minlength=n_verts).astype(np.float64)
     for _ in range(rings):
         per_vertex = (per_vertex + _neighbour_sum(per_vertex, edges, n_verts)) / (1.0 + degree)[:, None]
     return per_vertex
 
 
+def vertex_parts_of(faces: np.ndarray, face_part: np.ndarray, n_verts: int) -> np.ndarray:
+    """A part per vertex from a part per face (a vertex on a border takes one of its faces')."""
+    out = np.zeros(n_verts, np.int64)
+    for k in range(3):
+        out[np.asarray(faces, np.int64)[:, k]] = face_part
+    return out
+
+
+def photo_colours(maps: Maps, person_id: int, v: np.ndarray, f: np.ndarray, vertex_part: np.ndarray, zbuf,
+                  observed, part_names=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(seed [V] bool, worn [V] bool, colour [V,3]): the vertices whose photo colour can be
+    carried (seen squarely, the person's own pixel, nothing in front, and, with ``part_names``
+    (the names of ``vertex_part``), a pixel the photo labels as the vertex's own part or as
+    clothing or hair: an arm before the chest is not the chest's colour); whether the photo says
+    clothing or hair there; the pixel's colour."""
+    normals = vertex_normals(v, f)
+    seen, pix = visible_vertices(v, f, normals, maps.intrinsics, maps.width, maps.height, zbuf)
+    r, c = pix[:, 0], pix[:, 1]
+    view = -v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    seed = seen & (np.asarray(maps.mask)[r, c] == person_id) & (np.einsum("ij,ij->i", normals, view) > CARRY_FACING)
+    if observed is not None:
+        seed &= ~np.nan_to_num(observed[r, c, 2] < v[:, 2] - MAX_THICKNESS - OCCLUSION_TOLERANCE, nan=False).astype(bool)
+    label = np.asarray(maps.parts)[r, c]
+    worn = np.isin(label, [i for i, name in enumerate(maps.part_names) if name in DRESSED_CLASSES])
+    if part_names is not None:
+        photo_names = list(maps.part_names)
+        as_photo = np.array([photo_names.index(n) if n in photo_names else -1 for n in part_names])
+        seed &= worn | (label == as_photo[vertex_part])
+    return seed, worn, np.asarray(maps.image, np.float64)[r, c]
+
+
+def carry_colours(seed: np.ndarray, worn: np.ndarray, colour: np.ndarray, vertex_part: np.ndarray, faces,
+                  fills: np.ndarray, layered: bool, part_names=None, rest=None) -> np.ndarray:
+    """The parts' fills ([V,6]: bare RGB, worn RGB) where the photo's colours (``photo_colours``)
+    are carried round each part instead: a part's hidden side takes the colours of the part seen
+    nearest to it over the mesh (``continuation`` over edges inside the part), so the back of a
+    hip under shorts takes the shorts' colour and the back of the chest the shirt's, where one
+    median per part painted the shirt down over the shorts. With both layers (``layered``), the
+    bare fill is carried from the seen skin and the worn one from the seen clothing and hair (a
+    part that shows too little of a layer squarely keeps that layer's fill: hair seen only from
+    above). A part the camera barely sees
+    (``MIN_SEEN_FOR_FILL``) takes the colours of its mirror image on the other side's part
+    (``part_names``; ``rest``: the rest-pose vertices, anny's frame, symmetric about x = 0) where
+    that one is seen: a leg hidden behind the other is dressed like it, not in bare skin; else it
+    keeps its fill."""
+    per_part = np.bincount(vertex_part, minlength=int(vertex_part.max()) + 1)
+    seeded = np.bincount(vertex_part[seed], minlength=len(per_part))
+    enough = seeded >= MIN_SEEN_FOR_FILL * np.maximum(per_part, 1)
+    edges = mesh_edges(faces)
+    edges = edges[vertex_part[edges[:, 0]] == vertex_part[edges[:, 1]]]  # inside a part only
+    partners = side_partners(part_names) if part_names is not None and rest is not None else {}
+    mirrored = []  # (a barely seen part's vertices, the nearest vertex of its mirror image on the other side)
+    for part, partner in partners.items():
+        if max(part, partner) < len(enough) and enough[partner] and not enough[part]:
+            mine, theirs = np.nonzero(vertex_part == part)[0], np.nonzero(vertex_part == partner)[0]
+            a, b = rest[mine] * np.array([-1.0, 1.0, 1.0]), rest[theirs]
+            d2 = (a * a).sum(1)[:, None] + (b * b).sum(1)[None] - 2.0 * a @ b.T
+            mirrored.append((mine, theirs[np.argmin(d2, axis=1)]))
+    out = fills.copy()
+    for k, layer in enumerate((seed & ~worn, seed & worn) if layered else (seed,)):
+        of_layer = np.bincount(vertex_part[layer], minlength=len(per_part))
+        own = of_layer >= MIN_LAYER_FOR_FILL * np.maximum(seeded, 1)  # else the layer keeps its fill
+        fixed = layer & (own & enough)[vertex_part]
+        carried, reached = continuation(colour, fixed, edges, CARRY_ITERATIONS)
+        out[reached, 3 * k:3 * k + 3] = carried[reached]
+        for mine, nearest in mirrored:
+            out[mine, 3 * k:3 * k + 3] = out[nearest, 3 * k:3 * k + 3]
+    return out
+
+
+def side_partners(part_names) -> dict:
+    """Part index -> the index of the same part on the other side (Left_Foot <-> Right_Foot)."""
+    names = list(part_names)
+    out = {}
+    for i, name in enumerate(names):
+        for side, other in (("Left_", "Right_"), ("Right_", "Left_")):
+            if name.startswith(side) and other + name[len(side):] in names:
+                out[i] = names.index(other + name[len(side):])
+    return out
+
+
 def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_parts=None,
-                 size: int = 1024, pad: int = 4, dressed=None) -> tuple[np.ndarray, dict]:
+                 size: int = 1024, pad: int = 4, dressed=None, part_names=None,
+                 rest_vertices=None) -> tuple[np.ndarray, dict]:
     """The photo projected onto what the camera sees of the posed body, baked into its UV layout.
 
     Returns (RGB uint8 [size,size,3], row 0 = top = v 1; report). Texels the camera does not see
-    take the median seen colour of the same body part (``face_parts``), else a neutral skin
-    colour, faded into the next part's at part borders (``blended_fill``); texels it sees nearly
-    edge-on fade from the photo into that fill (``FADE_FACING``); ``pad`` texels of padding
-    round every UV island keep seams clean under filtering. With ``dressed`` ([V] 0..1,
+    take the colours the photo shows of the same body part (``face_parts``) carried round it
+    over the mesh (``carry_colours``; a part barely seen takes its other side's, with
+    ``part_names`` and ``rest_vertices``), else the part's median seen colour, else a neutral
+    skin colour, faded into the next part's at part borders (``blend_rings``); texels it sees
+    nearly edge-on fade from the photo into that fill (``FADE_FACING``); ``pad`` texels of
+    padding round every UV island keep seams clean under filtering. With ``dressed`` ([V] 0..1,
     ``Dressing.dressed``) a part has two fills, what the photo shows of it dressed (clothing,
     hair) and bare, mixed per vertex by it: the hidden back of a haired head takes the hair's
-    colour, not the median of face and hair (skin).
+    colour, not the face's skin.
     """
     v = np.asarray(vertices, np.float64)
     f = np.asarray(faces, np.int64)
@@ -237,10 +359,17 @@ def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_
         for fill, layer in ((bare_fill, of_part & ~worn), (worn_fill, of_part & worn)):
             sampled = dressed is not None and layer.sum() >= MIN_LAYER_FOR_FILL * of_part.sum()
             fill[parts == part] = np.median(colours[layer], axis=0) if sampled else everything
+    # The parts' fills (bare, worn) per vertex: what a part's hidden side falls back to.
+    both = blended_fill(np.concatenate([bare_fill, worn_fill], 1), f, len(v), rings=0)
+    names = part_names if face_parts is not None else None
+    vertex_part = vertex_parts_of(f, parts, len(v))
+    carried = carry_colours(*photo_colours(maps, person_id, v, f, vertex_part, zbuf, observed, names), vertex_part,
+                            f, both, dressed is not None, names,
+                            None if rest_vertices is None else np.asarray(rest_vertices, np.float64))
+    both = blend_rings(carried, f)
     if dressed is None:
-        vertex_fill = blended_fill(bare_fill, f, len(v))
-    else:  # both fills blended in one pass over the edges, then mixed by the dressing
-        both = blended_fill(np.concatenate([bare_fill, worn_fill], 1), f, len(v))
+        vertex_fill = both[:, :3]
+    else:  # mixed by the dressing: the hidden back of a haired head takes the hair's colour
         share = np.asarray(dressed, np.float64)[:, None]
         vertex_fill = share * both[:, 3:] + (1.0 - share) * both[:, :3]
     corner_fill = vertex_fill[f[face]]  # [texels,3,3]

@@ -72,6 +72,84 @@ def test_texture_fill_fades_between_parts_instead_of_stepping_along_triangles(bo
     assert np.median(back[:, 2]) > np.median(back[:, 0]) + 40, "the shirt's blue goes round the back"
 
 
+def _hidden_texels(t, f, size):
+    """Per texel of the baked layout: (rows, cols, its face, the face turned from the camera)."""
+    faces = t.faces.astype(np.int64)
+    rows, cols, face, _ = bs.rasterize(np.stack([t.uv[:, 0] * size, (1 - t.uv[:, 1]) * size], 1)[t.face_uv], size, size)
+    tri = f.vertices[0].astype(np.float64)[faces]
+    normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    return rows, cols, face, (np.einsum("ij,ij->i", normal, tri.mean(1)) > 0)[face]
+
+
+def test_texture_carries_each_parts_colours_round_its_hidden_side(body_scene, monkeypatch):
+    """A light shirt over dark shorts, both on the torso part: the hidden back takes the shirt's
+    colour at the chest and the shorts' at the hips (carried round the part from the sides the
+    camera sees), where one median per part painted the whole back one colour."""
+    import copy
+
+    from sapiens_blender.core.geometry.surface import unproject
+
+    scene = body_scene("standing")
+    t, f = scene.template, scene.fit
+    maps = copy.deepcopy(scene.maps)
+    faces, size = t.faces.astype(np.int64), 256
+    posed = f.vertices[0].astype(np.float64)
+    torso_v = t.vertex_parts == t.part_names.index("Torso")
+    top, bottom = posed[torso_v, 1].min(), posed[torso_v, 1].max()  # camera y points down
+    middle = 0.5 * (top + bottom)
+    h, w = maps.depth.shape
+    points = unproject(np.arange(h)[:, None], np.arange(w)[None, :], maps.depth, maps.intrinsics)
+    person = maps.mask == 1
+    light, dark = np.array([225, 225, 215]), np.array([35, 40, 60])
+    maps.image[person & (np.nan_to_num(points[..., 1], nan=1e9) < middle)] = light
+    maps.image[person & (np.nan_to_num(points[..., 1], nan=-1e9) >= middle)] = dark
+    per_face = bs.face_parts(faces, t.vertex_parts)
+    rows, cols, face, hidden = _hidden_texels(t, f, size)
+    of_torso = hidden & (per_face[face] == t.part_names.index("Torso"))
+    height = posed[faces[face], 1].mean(1)
+    chest = of_torso & (height < top + 0.3 * (bottom - top))
+    hips = of_torso & (height > bottom - 0.3 * (bottom - top))
+    assert chest.sum() > 500 and hips.sum() > 500
+
+    def back(**names):
+        tex, _ = bs.bake_texture(maps, 1, posed, faces, t.uv, t.face_uv, per_face, size=size, **names)
+        return (np.median(tex[rows[chest], cols[chest]].astype(float), axis=0),
+                np.median(tex[rows[hips], cols[hips]].astype(float), axis=0))
+
+    chest_colour, hips_colour = back(part_names=t.part_names)
+    assert np.abs(chest_colour - light).max() < 40, chest_colour
+    assert np.abs(hips_colour - dark).max() < 40, hips_colour
+    monkeypatch.setattr(bs, "carry_colours", lambda *a, **k: a[5])  # the part's median alone (before)
+    _, hips_before = back()
+    assert np.abs(hips_before - dark).max() > 100, hips_before  # the shirt painted down over the shorts
+
+
+def test_a_part_the_camera_barely_sees_is_dressed_like_its_other_side(body_scene):
+    """Trousers, one leg hidden behind something: the hidden thigh takes its mirror image's
+    colour on the seen one, not the neutral skin a part barely seen took before."""
+    import copy
+
+    scene = body_scene("standing")
+    t, f = scene.template, scene.fit
+    maps = copy.deepcopy(scene.maps)
+    faces, size = t.faces.astype(np.int64), 256
+    trousers = np.array([40, 60, 120])
+    legs = ("Left_Upper_Leg", "Right_Upper_Leg", "Left_Lower_Leg", "Right_Lower_Leg")
+    maps.image[np.isin(maps.parts, [t.part_names.index(p) for p in legs])] = trousers
+    maps.mask[maps.parts == t.part_names.index("Right_Upper_Leg")] = 0  # hidden: not the person's pixels
+    per_face = bs.face_parts(faces, t.vertex_parts)
+    rows, cols, face, _ = _hidden_texels(t, f, size)
+    thigh = per_face[face] == t.part_names.index("Right_Upper_Leg")
+    rest = f.rest_vertices[0]
+
+    def thigh_colour(**extra):
+        tex, _ = bs.bake_texture(maps, 1, f.vertices[0], faces, t.uv, t.face_uv, per_face, size=size, **extra)
+        return np.median(tex[rows[thigh], cols[thigh]].astype(float), axis=0)
+
+    assert np.abs(thigh_colour(part_names=t.part_names, rest_vertices=rest) - trousers).max() < 25
+    assert np.abs(thigh_colour() - bs.SKIN_FILL).max() < 25  # without its other side: skin
+
+
 def test_texture_fades_what_the_camera_sees_edge_on_into_the_fill(body_scene, monkeypatch):
     """A photo pixel seen nearly edge-on is smeared over much of the surface (and, in a real
     photo, mixes in what lies beside the person): such texels fade into the part's fill. Here
