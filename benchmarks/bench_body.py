@@ -27,7 +27,7 @@ import bpy  # noqa: E402
 
 import body_scenes  # noqa: E402
 from sapiens_blender.blender import body  # noqa: E402
-from sapiens_blender.core.body import dressing as body_dressing, surface as body_surface  # noqa: E402
+from sapiens_blender.core.body import dressing as body_dressing, surface as body_surface, texture as body_texture  # noqa: E402
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:
@@ -63,17 +63,17 @@ def main() -> int:
                                                   **landmarks), args.repeats)
     rows.append(("clothing thickness (numpy)", s))
     per_face = body_surface.face_parts(t.faces, t.vertex_parts)  # the build's fills, one per part
-    s, _ = timed(lambda: body_surface.bake_texture(maps, 1, posed, t.faces, t.uv, t.face_uv, per_face,
+    s, _ = timed(lambda: body_texture.bake_texture(maps, 1, posed, t.faces, t.uv, t.face_uv, per_face,
                                                    dressed=worn.dressed, part_names=t.part_names,
                                                    rest_vertices=rest), args.repeats)
     rows.append(("texture bake 1024² (numpy)", s))
-    carry = body_surface.carry_colours
-    body_surface.carry_colours = lambda *a, **k: a[5]  # the baseline: each part's median, not carried round
+    carry = body_texture.carry_colours
+    body_texture.carry_colours = lambda *a, **k: a[5]  # the baseline: each part's median, not carried round
     try:
-        s, _ = timed(lambda: body_surface.bake_texture(maps, 1, posed, t.faces, t.uv, t.face_uv, per_face,
+        s, _ = timed(lambda: body_texture.bake_texture(maps, 1, posed, t.faces, t.uv, t.face_uv, per_face,
                                                        dressed=worn.dressed), args.repeats)
     finally:
-        body_surface.carry_colours = carry
+        body_texture.carry_colours = carry
     rows.append(("texture bake, each part one median (before)", s))
     s, obj = timed(lambda: body.build_body_mesh(rest, t.faces, t.uv, t.face_uv, "bench", coll), args.repeats)
     rows.append(("mesh + UVs (bpy)", s))

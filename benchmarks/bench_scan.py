@@ -76,7 +76,7 @@ def quality(case, client, tex_size: int, renders: Path | None = None) -> list[di
     import scoring
     import trimesh
 
-    from sapiens_blender.core.body import dressing as bd, surface as bs
+    from sapiens_blender.core.body import dressing as bd, surface as bs, texture as bt
     from sapiens_blender.core.body.records import BodyFit
     from sapiens_blender.core.body.scan import ScanView, fit_quality, scan_surface
     from sapiens_blender.core.remote.body_calls import template_for
@@ -92,7 +92,7 @@ def quality(case, client, tex_size: int, renders: Path | None = None) -> list[di
     worn = bd.dressing(case.views[0], 1, one.vertices[0], template.faces, template.vertex_parts,
                        rest_vertices=one.rest_vertices[0], **bd.head_landmarks(template, one, 0))
     posed1 = bd.dress(one.vertices[0], template.faces, worn.thickness, worn.over)
-    tex1, _ = bs.bake_texture(case.views[0], 1, posed1, template.faces, template.uv, template.face_uv,
+    tex1, _ = bt.bake_texture(case.views[0], 1, posed1, template.faces, template.uv, template.face_uv,
                               bs.face_parts(template.faces, template.vertex_parts), size=tex_size, dressed=worn.dressed)
     truth = case.bodies[0]
     if renders is not None:

@@ -196,7 +196,7 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     texture's hidden side takes the clothing's colour where the dressing covers the body.
     ``expressions``: the 52 ARKit shape keys, set to the fit's expression (when the template has them).
     """
-    from ..core.body import dressing as body_dressing, surface as body_surface
+    from ..core.body import dressing as body_dressing, surface as body_surface, texture as body_texture
     from ..core.build.report import EXPRESSION_SHOWN, BodyReport, fit_warnings
     from ..core.body.expression_fit import photo_expression
     from ..core.body.expressions import has_expressions
@@ -240,7 +240,7 @@ def build_person_body(template, fit, person_id: int, maps, *, mode: str = "cloth
     place(arm, fit.placement[i])
     pose_armature(arm, fit.rest_bone_matrices[i], fit.bone_matrices[i], parents)
     per_face = body_surface.face_parts(faces, template.vertex_parts)
-    texture, bake = body_surface.bake_texture(maps, person_id, posed, faces, template.uv, template.face_uv,
+    texture, bake = body_texture.bake_texture(maps, person_id, posed, faces, template.uv, template.face_uv,
                                               per_face, size=texture_size, dressed=worn.dressed,
                                               part_names=template.part_names, rest_vertices=fit.rest_vertices[i])
     report.texture = bake

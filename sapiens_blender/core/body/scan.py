@@ -11,7 +11,7 @@ same vertex is the same point of the body in every view, wherever the arms moved
 - ``fuse_texture``: per texel, the colour from the views that see it best (facing, resolution,
   not occluded, away from the silhouette's edge), blended where two views are about as good
   (no hard seam), each view's exposure evened out first (a gain per channel); texels no view saw
-  keep the single-view fill (``surface.bake_texture``) and are marked in a mask.
+  keep the single-view fill (``texture.bake_texture``) and are marked in a mask.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import numpy as np
 
 from ..maps.canonical import Maps
 from .dressing import Dressing, hair_cover, limit_slope
-from .surface import (DRESSED_CLASSES, FACING_MIN, MAX_THICKNESS, OCCLUSION_TOLERANCE, bake_texture, depth_buffer,
+from .texture import bake_texture
+from .surface import (DRESSED_CLASSES, FACING_MIN, MAX_THICKNESS, OCCLUSION_TOLERANCE, depth_buffer,
                       diffuse, mesh_edges, observed_points, project, rasterize, vertex_normals, visible_vertices)
 
 MEASURE_FACING = 0.35  # cosine: below it a view's offset to the observed surface is underestimated

@@ -13,7 +13,7 @@ pytest.importorskip("trimesh", reason="trimesh is needed to ray-cast body scenes
 pytest.importorskip("embreex", reason="embreex is needed to ray-cast body scenes")
 
 from sapiens_blender.core.body import scan as sc  # noqa: E402
-from sapiens_blender.core.body import surface as bs  # noqa: E402
+from sapiens_blender.core.body import surface as bs, texture as bt  # noqa: E402
 from sapiens_blender.core.body.scan_views import ScanError, select_views  # noqa: E402
 
 pytestmark = [pytest.mark.anny]
@@ -42,7 +42,7 @@ def test_fused_texture_shows_the_back_and_sides_the_first_view_never_saw(setup):
     case, t, views = setup
     parts = bs.face_parts(t.faces, t.vertex_parts)
     texture, unseen, report = sc.fuse_texture(views, t.faces, t.uv, t.face_uv, parts, size=256)
-    single, _ = bs.bake_texture(case.views[0], 1, views[0].vertices, t.faces, t.uv, t.face_uv, parts, size=256)
+    single, _ = bt.bake_texture(case.views[0], 1, views[0].vertices, t.faces, t.uv, t.face_uv, parts, size=256)
     fused, alone = _scores(case, t, texture), _scores(case, t, single)
     back = (180.0, 0.0)
     assert fused[back]["colour"] < 15.0 and alone[back]["colour"] > 30.0, (fused, alone)

@@ -13,7 +13,7 @@ pytest.importorskip("trimesh", reason="trimesh is needed to ray-cast body scenes
 pytest.importorskip("embreex", reason="embreex is needed to ray-cast body scenes")
 
 from sapiens_blender.core.body import dressing as dr
-from sapiens_blender.core.body import surface as bs
+from sapiens_blender.core.body import surface as bs, texture as bt
 
 pytestmark = [pytest.mark.anny]
 
@@ -80,7 +80,7 @@ def test_hair_seen_on_the_head_covers_its_hidden_back_in_shape_and_colour(body_s
     per_face = bs.face_parts(t.faces, t.vertex_parts)
 
     def back_colour(dressed):
-        tex, _ = bs.bake_texture(maps, 1, posed, t.faces, t.uv, t.face_uv, per_face, size=256, dressed=dressed)
+        tex, _ = bt.bake_texture(maps, 1, posed, t.faces, t.uv, t.face_uv, per_face, size=256, dressed=dressed)
         return np.median(tex[rows[back], cols[back]].astype(float), axis=0)
 
     assert np.abs(back_colour(worn.dressed) - photo_hair).max() < 25, (back_colour(worn.dressed), photo_hair)
