@@ -148,29 +148,43 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
     groups: dict[int, list[TrackAnimation]] = {}
     for t in todo:
         groups.setdefault(id(t.reference_maps), []).append(t)
-    done = 0
     background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens-body-motion") if defer else None
     stop = threading.Event() if defer else None
+    # Half of a track's share is its fit, half its posing: a deferred posing reports while the
+    # loop fits the next group, so one count per track would make the bar jump back.
+    state = {"fitted": 0, "posed": {}}
+    lock = threading.Lock()
+
+    def report(message: str, track=None, fraction: float = 0.0) -> None:
+        with lock:
+            if track is not None:
+                state["posed"][track] = max(state["posed"].get(track, 0.0), min(max(fraction, 0.0), 1.0))
+            if progress is not None and message:
+                progress(0.5 * state["fitted"] + 0.5 * sum(state["posed"].values()), len(todo), message)
+
     for tracks in groups.values():
         maps = tracks[0].reference_maps
         people = sorted({int(t.reference_person) for t in tracks})
-        if progress is not None:
-            progress(done, len(todo), f"fitting the body of track(s) {', '.join(str(t.id) for t in tracks)}")
+        report(f"fitting the body of track(s) {', '.join(str(t.id) for t in tracks)}")
         try:
             template, fit = fit_reference(maps, people)
         except NO_BODY_ERRORS as exc:
             for t in tracks:
                 notes.append(f"track {t.id}: no body fit ({_first_line(exc)}); the relief armature is animated")
-            done += len(tracks)
+                report("", t.id, 1.0)  # nothing to pose
+            with lock:
+                state["fitted"] += len(tracks)
             continue
+        with lock:
+            state["fitted"] += len(tracks)
         for t in tracks:
-            if progress is not None:
-                progress(done, len(todo), f"posing the body of track {t.id} on {len(t.frames)} frames")
-            # the server's per-frame progress; ``done`` and ``t`` bound now: a deferred posing
-            # reports after this loop has moved on to the next track
-            def frames_done(_stage, fraction, message, done=done, t=t):
-                if progress is not None and fraction is not None:
-                    progress(done + min(max(float(fraction), 0.0), 1.0), len(todo), f"track {t.id}: {message}")
+            report(f"posing the body of track {t.id} on {len(t.frames)} frames")
+
+            # the server's per-frame progress; ``t`` bound now: a deferred posing reports after
+            # this loop has moved on to the next track
+            def frames_done(_stage, fraction, message, t=t):
+                if fraction is not None:
+                    report(f"track {t.id}: {message}", t.id, float(fraction))
 
             args = (t, animation.joint_names, fit, pose_track, frames_done, "centred" if whole_clip else "causal",
                     stop)
@@ -178,6 +192,7 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
                              None if whole_clip else DEFAULT_LAG, stop)
             if background is not None:
                 body.motion = background.submit(_motion_of, *args)
+                body.motion.add_done_callback(lambda _f, tid=t.id: report("", tid, 1.0))
                 t.body = body
             else:
                 try:
@@ -185,7 +200,7 @@ def drive_bodies(animation: Animation, fit_reference: FitReference, pose_track: 
                     t.body = body
                 except NO_BODY_ERRORS as exc:
                     notes.append(no_motion_note(t, exc))
-            done += 1
+                report("", t.id, 1.0)
     if background is not None:
         background.shutdown(wait=False)  # the thread ends with its last track
     elif progress is not None and todo:
