@@ -46,6 +46,12 @@ def blend_rings(per_vertex: np.ndarray, faces: np.ndarray, rings: int = FILL_BLE
     return per_vertex
 
 
+def in_front(observed: np.ndarray, rows, cols, depth: np.ndarray) -> np.ndarray:
+    """[N] bool: the photo's surface at (rows, cols) lies well in front of the body's points at
+    ``depth`` (a held object counted as the person): that pixel is not the body's colour."""
+    return np.nan_to_num(observed[rows, cols, 2] < depth - MAX_THICKNESS - OCCLUSION_TOLERANCE, nan=False).astype(bool)
+
+
 def vertex_parts_of(faces: np.ndarray, face_part: np.ndarray, n_verts: int) -> np.ndarray:
     """A part per vertex from a part per face (a vertex on a border takes one of its faces')."""
     out = np.zeros(n_verts, np.int64)
@@ -67,7 +73,7 @@ def photo_colours(maps: Maps, person_id: int, v: np.ndarray, f: np.ndarray, vert
     view = -v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
     seed = seen & (np.asarray(maps.mask)[r, c] == person_id) & (np.einsum("ij,ij->i", normals, view) > CARRY_FACING)
     if observed is not None:
-        seed &= ~np.nan_to_num(observed[r, c, 2] < v[:, 2] - MAX_THICKNESS - OCCLUSION_TOLERANCE, nan=False).astype(bool)
+        seed &= ~in_front(observed, r, c, v[:, 2])
     label = np.asarray(maps.parts)[r, c]
     worn = np.isin(label, [i for i, name in enumerate(maps.part_names) if name in DRESSED_CLASSES])
     if part_names is not None:
@@ -172,8 +178,7 @@ def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_
             & (np.asarray(maps.mask)[pr, pc] == person_id))
     observed = observed_points(maps) if maps.metric else None
     if observed is not None:  # something of the photo's own (a held object) in front of the body
-        in_front = observed[pr, pc, 2] < point[:, 2] - MAX_THICKNESS - OCCLUSION_TOLERANCE
-        seen &= ~np.nan_to_num(in_front, nan=False).astype(bool)
+        seen &= ~in_front(observed, pr, pc, point[:, 2])
     image = np.asarray(maps.image)
     texture = np.zeros((size, size, 3), np.uint8)
     covered = np.zeros((size, size), bool)
