@@ -42,10 +42,10 @@ def body_scores(maps, template, fit, person_id: int, centre: float) -> dict | No
     vertex_part = bt.vertex_parts_of(f, bs.face_parts(f, template.vertex_parts), len(v))
     zbuf = bs.depth_buffer(v, f, maps.intrinsics, maps.width, maps.height)
     observed = bs.observed_points(maps) if maps.metric else None
-    seed, worn, colour = bt.photo_colours(maps, person_id, v, f, vertex_part, zbuf, observed, template.part_names)
+    normals, edges = bs.vertex_normals(v, f), bs.mesh_edges(f)
+    seed, worn, colour = bt.photo_colours(maps, person_id, v, f, normals, vertex_part, zbuf, observed, template.part_names)
     if seed.sum() < 200:
         return None
-    normals = bs.vertex_normals(v, f)
     facing = np.einsum("ij,ij->i", normals, -v / np.linalg.norm(v, axis=1, keepdims=True))
     out = {}
     held = seed & (facing > centre)
@@ -54,7 +54,7 @@ def body_scores(maps, template, fit, person_id: int, centre: float) -> dict | No
     sides_seen = np.bincount(vertex_part[kept], minlength=len(per_part)) >= bt.MIN_SEEN_FOR_FILL * np.maximum(per_part, 1)
     held &= sides_seen[vertex_part]  # parts whose sides alone are seen enough for a colour of their own
     median = _part_medians(colour, kept, vertex_part)
-    carried = bt.carry_colours(kept, worn, colour, vertex_part, f, np.concatenate([median, median], 1), False)[:, :3]
+    carried = bt.carry_colours(kept, worn, colour, vertex_part, edges, np.concatenate([median, median], 1), False)[:, :3]
     if held.sum() >= 50:
         out["centre_median"] = _err(median[held], colour[held])
         out["centre_carried"] = _err(carried[held], colour[held])
@@ -73,7 +73,7 @@ def body_scores(maps, template, fit, person_id: int, centre: float) -> dict | No
             if not enough[list(hide)].all():
                 continue
             hidden = seed & np.isin(vertex_part, hide)
-            guess = bt.carry_colours(seed & ~np.isin(vertex_part, hide), worn, colour, vertex_part, f, skin_fill,
+            guess = bt.carry_colours(seed & ~np.isin(vertex_part, hide), worn, colour, vertex_part, edges, skin_fill,
                                      False, template.part_names, rest)[:, :3]
             if test == "mirror" and not enough[partners[hide[0]]]:
                 continue

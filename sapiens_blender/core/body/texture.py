@@ -23,23 +23,20 @@ CARRY_ITERATIONS = 60  # smoothing passes of the colours carried round a part's 
 FILL_BLEND_RINGS = 2  # mesh rings over which one part's fill colour fades into the next's
 
 
-def blended_fill(face_fill: np.ndarray, faces: np.ndarray, n_verts: int, rings: int = FILL_BLEND_RINGS) -> np.ndarray:
-    """Per vertex [V,C], the fill colours of its faces ([F,C]: one or more RGB fills side by side)
-    averaged, then blended ``rings`` times with its neighbours': read at a texel through its
-    face's corners, a part's fill fades into the next part's over a few centimetres instead of
-    stepping along the triangles' edges (a saw-tooth hem where a shirt's fill meets the skin's).
-    Inside a part, away from its border, the colour stays the part's own."""
+def vertex_average(face_values: np.ndarray, faces: np.ndarray, n_verts: int) -> np.ndarray:
+    """Per vertex [V,C], the mean of its faces' values ([F,C]: one or more RGB fills side by side)."""
     f = np.asarray(faces, np.int64)
     count = np.bincount(f.ravel(), minlength=n_verts).astype(np.float64)
-    per_vertex = np.stack([np.bincount(f.ravel(), np.repeat(face_fill[:, c], 3), minlength=n_verts)
-                           for c in range(face_fill.shape[1])], 1) / np.maximum(count, 1.0)[:, None]
-    return blend_rings(per_vertex, f, rings)
+    return np.stack([np.bincount(f.ravel(), np.repeat(face_values[:, c], 3), minlength=n_verts)
+                     for c in range(face_values.shape[1])], 1) / np.maximum(count, 1.0)[:, None]
 
 
-def blend_rings(per_vertex: np.ndarray, faces: np.ndarray, rings: int = FILL_BLEND_RINGS) -> np.ndarray:
-    """``per_vertex`` ([V,C]) averaged with its neighbours ``rings`` times."""
+def blend_rings(per_vertex: np.ndarray, edges: np.ndarray, rings: int = FILL_BLEND_RINGS) -> np.ndarray:
+    """``per_vertex`` ([V,C]) averaged with its neighbours over the mesh ``edges`` ``rings`` times:
+    read at a texel through its face's corners, a part's fill fades into the next part's over a
+    few centimetres instead of stepping along the triangles' edges (a saw-tooth hem where a
+    shirt's fill meets the skin's)."""
     n_verts = len(per_vertex)
-    edges = mesh_edges(faces)
     degree = np.bincount(edges.ravel(), minlength=n_verts).astype(np.float64)
     for _ in range(rings):
         per_vertex = (per_vertex + _neighbour_sum(per_vertex, edges, n_verts)) / (1.0 + degree)[:, None]
@@ -60,14 +57,13 @@ def vertex_parts_of(faces: np.ndarray, face_part: np.ndarray, n_verts: int) -> n
     return out
 
 
-def photo_colours(maps: Maps, person_id: int, v: np.ndarray, f: np.ndarray, vertex_part: np.ndarray, zbuf,
-                  observed, part_names=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def photo_colours(maps: Maps, person_id: int, v: np.ndarray, f: np.ndarray, normals: np.ndarray, vertex_part: np.ndarray,
+                  zbuf, observed, part_names=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(seed [V] bool, worn [V] bool, colour [V,3]): the vertices whose photo colour can be
     carried (seen squarely, the person's own pixel, nothing in front, and, with ``part_names``
     (the names of ``vertex_part``), a pixel the photo labels as the vertex's own part or as
     clothing or hair: an arm before the chest is not the chest's colour); whether the photo says
-    clothing or hair there; the pixel's colour."""
-    normals = vertex_normals(v, f)
+    clothing or hair there; the pixel's colour. ``normals``: the body's vertex normals."""
     seen, pix = visible_vertices(v, f, normals, maps.intrinsics, maps.width, maps.height, zbuf)
     r, c = pix[:, 0], pix[:, 1]
     view = -v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
@@ -83,7 +79,7 @@ def photo_colours(maps: Maps, person_id: int, v: np.ndarray, f: np.ndarray, vert
     return seed, worn, np.asarray(maps.image, np.float64)[r, c]
 
 
-def carry_colours(seed: np.ndarray, worn: np.ndarray, colour: np.ndarray, vertex_part: np.ndarray, faces,
+def carry_colours(seed: np.ndarray, worn: np.ndarray, colour: np.ndarray, vertex_part: np.ndarray, all_edges: np.ndarray,
                   fills: np.ndarray, layered: bool, part_names=None, rest=None) -> np.ndarray:
     """The parts' fills ([V,6]: bare RGB, worn RGB) where the photo's colours (``photo_colours``)
     are carried round each part instead: a part's hidden side takes the colours of the part seen
@@ -101,7 +97,6 @@ def carry_colours(seed: np.ndarray, worn: np.ndarray, colour: np.ndarray, vertex
     per_part = np.bincount(vertex_part, minlength=int(vertex_part.max()) + 1)
     seeded = np.bincount(vertex_part[seed], minlength=len(per_part))
     enough = seeded >= MIN_SEEN_FOR_FILL * np.maximum(per_part, 1)
-    all_edges = mesh_edges(faces)
     edges = all_edges[vertex_part[all_edges[:, 0]] == vertex_part[all_edges[:, 1]]]  # inside a part only
     partners = side_partners(part_names) if part_names is not None and rest is not None else {}
     mirrored = []  # (a barely seen part's vertices, the nearest vertex of its mirror image on the other side)
@@ -200,13 +195,14 @@ def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_
             sampled = dressed is not None and layer.sum() >= MIN_LAYER_FOR_FILL * of_part.sum()
             fill[parts == part] = np.median(colours[layer], axis=0) if sampled else everything
     # The parts' fills (bare, worn) per vertex: what a part's hidden side falls back to.
-    both = blended_fill(np.concatenate([bare_fill, worn_fill], 1), f, len(v), rings=0)
+    both = vertex_average(np.concatenate([bare_fill, worn_fill], 1), f, len(v))
     names = part_names if face_parts is not None else None
     vertex_part = vertex_parts_of(f, parts, len(v))
-    carried = carry_colours(*photo_colours(maps, person_id, v, f, vertex_part, zbuf, observed, names), vertex_part,
-                            f, both, dressed is not None, names,
+    normals, edges = vertex_normals(v, f), mesh_edges(f)
+    carried = carry_colours(*photo_colours(maps, person_id, v, f, normals, vertex_part, zbuf, observed, names),
+                            vertex_part, edges, both, dressed is not None, names,
                             None if rest_vertices is None else np.asarray(rest_vertices, np.float64))
-    both = blend_rings(carried, f)
+    both = blend_rings(carried, edges)
     if dressed is None:
         vertex_fill = both[:, :3]
     else:  # mixed by the dressing: the hidden back of a haired head takes the hair's colour
@@ -217,7 +213,7 @@ def bake_texture(maps: Maps, person_id: int, vertices, faces, uv, face_uv, face_
     texture[rows, cols] = np.rint(fill).clip(0, 255).astype(np.uint8)
     # Seen nearly edge-on, a photo pixel is smeared over much of the surface (and mixes in what
     # lies beside the person): those texels fade into the fill, by the smooth normal's cosine.
-    normal = np.einsum("nk,nkj->nj", bary[seen], vertex_normals(v, f)[f[face[seen]]])
+    normal = np.einsum("nk,nkj->nj", bary[seen], normals[f[face[seen]]])
     cosine = np.einsum("ij,ij->i", normal, view[seen]) / np.maximum(np.linalg.norm(normal, axis=1), 1e-12)
     w = np.clip((cosine - FACING_MIN) / (FADE_FACING - FACING_MIN), 0.0, 1.0)[:, None]
     w = w * w * (3.0 - 2.0 * w)
